@@ -1,0 +1,112 @@
+"""Typed errors raised by gad.
+
+Every error a user can provoke with bad input (a grammar file, a CLI argument, a saved trie) is a
+subclass of :class:`GadError`, so ``except gad.errors.GadError`` catches them all.  Messages name the
+file, line and column (grammars), or the argument (API / CLI), never an internal stack frame.
+"""
+
+from __future__ import annotations
+
+
+class GadError(Exception):
+    """Base class of every error gad raises on bad input."""
+
+
+# --- grammars -----------------------------------------------------------------------------------
+
+
+class GrammarError(GadError):
+    """A grammar could not be loaded or compiled.
+
+    Attributes:
+        path: the grammar file (or ``"<string>"``), ``line`` / ``column``: 1-based position or None.
+    """
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 column: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        where = ""
+        if path is not None:
+            where = str(path)
+            if line is not None:
+                where += f":{line}"
+                if column is not None:
+                    where += f":{column}"
+            where += ": "
+        self.bare_message = message
+        super().__init__(where + message)
+
+
+class GrammarSyntaxError(GrammarError):
+    """The grammar file is not valid Lark / GBNF syntax (names file:line:column)."""
+
+
+class UndefinedSymbolError(GrammarError):
+    """A rule or terminal is used but never defined (``symbol`` names it)."""
+
+    def __init__(self, message: str, symbol: str, **kw) -> None:
+        self.symbol = symbol
+        super().__init__(message, **kw)
+
+
+class GrammarConflictError(GrammarError):
+    """The grammar is not LALR(1): a shift/reduce or reduce/reduce conflict (``rules`` names them)."""
+
+    def __init__(self, message: str, rules: list[str] | None = None, **kw) -> None:
+        self.rules = rules or []
+        super().__init__(message, **kw)
+
+
+class EmptyLanguageError(GrammarError):
+    """The grammar's start symbol derives no finite string: L(G) is empty."""
+
+
+class UnsupportedGrammarError(GrammarError):
+    """The grammar uses a feature gad cannot compile exactly (e.g. a zero-width or lookaround terminal)."""
+
+
+# --- models / tokenizers --------------------------------------------------------------------------
+
+
+class ModelLoadError(GadError):
+    """A model directory / GGUF file could not be found or loaded."""
+
+
+class TokenizerError(GadError):
+    """A tokenizer's vocabulary could not be mapped to byte strings."""
+
+
+# --- decoding -------------------------------------------------------------------------------------
+
+
+class InvalidArgumentError(GadError, ValueError):
+    """An API or CLI argument is out of range or of the wrong kind (the message names it)."""
+
+
+class TokenRejectedError(GadError):
+    """A token was forced into a matcher that does not allow it."""
+
+
+# --- Φ estimation / tries -------------------------------------------------------------------------
+
+
+class TrieFormatError(GadError):
+    """A saved Φ trie is truncated, corrupted or of an unknown format version."""
+
+
+class TrieMismatchError(GadError):
+    """A saved Φ trie was built for another model, grammar, prompt or decoding setting."""
+
+
+class EnumerationBudgetError(GadError):
+    """Exact enumeration would exceed the node budget (``estimate`` holds the size seen so far)."""
+
+    def __init__(self, message: str, estimate: int | None = None) -> None:
+        self.estimate = estimate
+        super().__init__(message)
+
+
+class ResultsFileError(GadError):
+    """An evaluation results file could not be written or read."""

@@ -1,0 +1,49 @@
+"""The Φ-estimator interface (BRIEF §3).
+
+A Φ source answers, at a prefix ``u`` (token ids generated after the prompt), the vector
+``Φ̂(u·t)`` over the whole vocabulary, and learns from finished samples.  Samplers then draw from
+``Q̂(t | u) ∝ p(t | u) · Φ̂(u·t)`` (Park et al., "Grammar-Aligned Decoding", NeurIPS 2024,
+arXiv 2405.21047); with the 0/1 indicator this is GCD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class PhiEstimator(Protocol):
+    """Estimates of expected future grammaticality, one interface for every method."""
+
+    name: str
+
+    def child_phi(self, prefix: Sequence[int], logp: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``Φ̂(prefix·t)`` for every token ``t``.
+
+        Args:
+            prefix: generated token ids so far (prompt excluded).
+            logp: ``log p(· | prefix)``, shape ``(vocab,)`` float64, nats.
+            mask: the grammar mask at ``prefix``, shape ``(vocab,)`` bool (EOS True iff complete).
+        Returns:
+            ``(vocab,)`` float64 in ``[0, 1]``; 0 wherever ``mask`` is False; 1 for an allowed EOS.
+        """
+        ...
+
+    def observe(self, tokens: Sequence[int], finished: bool) -> None:
+        """Learn from one finished sample (its ids, EOS included when ``finished``)."""
+        ...
+
+
+class IndicatorPhi:
+    """Φ̂ = mask (the viability indicator): sampling with it is GCD (BRIEF §3, estimator 1)."""
+
+    name = "gcd"
+
+    def child_phi(self, prefix: Sequence[int], logp: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return mask.astype(np.float64)
+
+    def observe(self, tokens: Sequence[int], finished: bool) -> None:
+        return None
