@@ -69,8 +69,7 @@ def _min_kl(p: np.ndarray, pairs: list[tuple[int, int]], rng: np.random.Generato
 
 def _brute_certificate(p: np.ndarray, rule_spec: str, rng: np.random.Generator) -> float:
     rule = parse_rule(rule_spec)
-    tau = rule.threshold(p)
-    rejected = [t for t in range(p.shape[0]) if p[t] < tau]
+    rejected = list(np.flatnonzero(rule.rejected(p)))
     if not rejected:
         return math.inf
     n = p.shape[0]
@@ -200,8 +199,7 @@ def test_certificate_is_sharp_and_sound() -> None:
             if math.isinf(c) or c == 0:
                 continue
             # build the pooled optimum and nudge the rejected token up: it becomes q's argmax
-            tau = rule.threshold(p)
-            v_idx = int(np.argmax(np.where(p < tau, p, -1)))
+            v_idx = int(np.argmax(np.where(rule.rejected(p), p, -1)))
             q = p.copy()
             pool = [v_idx]
             for s in np.argsort(-p):

@@ -173,7 +173,7 @@ def rule_margin(p: object, rule: AcceptRule) -> tuple[float, float]:
     """
     r = _check_rule(rule)
     pa = check_distribution(p)
-    rej = pa < r._threshold(pa)
+    rej = r._rejected(pa)
     if not rej.any():
         return math.inf, math.nan
     v = float(pa[rej].max())
@@ -197,7 +197,7 @@ def certificate(p: object, rule: AcceptRule) -> float:
     """
     r = _check_rule(rule)
     pa = check_distribution(p)
-    rej = pa < r._threshold(pa)
+    rej = r._rejected(pa)
     if not rej.any():
         return math.inf
     v = float(pa[rej].max())

@@ -18,7 +18,10 @@ spec string          class                          threshold τ(p)
 ==================  ==============================  =========================================
 
 Ties: a token whose probability equals τ is accepted.  In particular strict greedy accepts *every*
-token tied with the maximum (not only the lowest-id argmax).
+token tied with the maximum (not only the lowest-id argmax).  The comparison is ``p[d] < τ − TIE_TOL``
+with ``TIE_TOL = 1e-12`` so that ties survive the rounding of τ (e.g. ``0.4 − 0.1`` is
+``0.30000000000000004`` in float64; ``additive:0.1`` still accepts a token of probability 0.3 when
+``p_(1) = 0.4``).
 
 The stochastic lossless rule (Leviathan et al. 2022, arXiv 2211.17192; Chen et al. 2023,
 arXiv 2302.01318) accepts ``d ~ q`` with probability ``min(1, p[d]/q[d])`` and, at the first rejection,
@@ -37,11 +40,12 @@ import numpy as np
 from gad.errors import InvalidArgumentError
 
 __all__ = [
-    "AcceptRule", "StrictGreedy", "Additive", "Multiplicative", "TopM", "Typical", "LosslessRule",
+    "TIE_TOL", "AcceptRule", "StrictGreedy", "Additive", "Multiplicative", "TopM", "Typical", "LosslessRule",
     "parse_rule", "check_distribution", "entropy", "lossless_accept_prob", "residual",
 ]
 
 _SUM_TOL = 1e-6
+TIE_TOL = 1e-12
 
 
 def check_distribution(p: object, name: str = "p", ndim: int | tuple[int, ...] = 1) -> np.ndarray:
@@ -120,12 +124,18 @@ class AcceptRule(ABC):
         """
         arr = check_distribution(p)
         d = _check_token(d, arr.shape[0])
-        return bool(arr[d] >= self._threshold(arr))
+        return not bool(self._rejected(arr)[d])
 
     def rejected(self, p: object) -> np.ndarray:
-        """Boolean mask ``(vocab,)`` of the rejection region ``{t : p_t < τ(p)}`` (a lower level set)."""
-        arr = check_distribution(p)
-        return arr < self._threshold(arr)
+        """Boolean mask ``(vocab,)`` of the rejection region ``{t : p_t < τ(p) − TIE_TOL}`` (a lower level set).
+
+        Raises:
+            InvalidArgumentError: ``p`` is not a valid distribution.
+        """
+        return self._rejected(check_distribution(p))
+
+    def _rejected(self, p: np.ndarray) -> np.ndarray:
+        return p < self._threshold(p) - TIE_TOL
 
     def __repr__(self) -> str:
         return f"parse_rule({self.spec!r})"
