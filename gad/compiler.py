@@ -1,0 +1,535 @@
+"""Compile a grammar against a vocabulary: the build-once half of the mask engine.
+
+``compile(grammar, tokenizer)`` returns a :class:`CompiledGrammar` holding
+
+* the LALR(1) parse table of the grammar (from Lark), as plain dicts;
+* one byte-level lexer automaton per contextual-lexer context (:mod:`gad.lexer`);
+* the vocabulary as a padded byte matrix ``(vocab, max_len)`` uint8;
+* lazily built, cached **token walks**: for a lexer context and automaton state, the result of
+  running every token's bytes through the automaton at once (numpy over the vocabulary) — which
+  tokens stay inside the current lexeme (and in which state), and which close it (with which
+  terminal, at which byte).  A walk's continuation after a closed lexeme depends only on the next
+  lexer context, so walks form a static tree that every mask computation reuses;
+* an LRU cache of masks keyed by the full matcher state (parser stack, lexer state).
+
+Per-request state lives in :class:`gad.matcher.Matcher` (``compiled.matcher()``).
+
+The compiled tables can be saved to disk (``cache_dir``), keyed by the grammar's hash, the
+vocabulary's fingerprint and the gad version, so that a second compile of the same pair is fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
+from .vocab import Vocabulary
+
+CACHE_FORMAT = 3
+Stack = tuple[int, ...]
+
+
+@dataclass
+class WalkNode:
+    """Result of running a token subset through one lexer automaton from one state.
+
+    Attributes:
+        end_tok: ``(n,)`` int32 ids of tokens whose bytes end inside the current lexeme.
+        end_state: ``(n,)`` int32 automaton state each of them ends in.
+        groups: winner terminal id -> ``(token ids, byte offsets)`` of tokens whose current lexeme
+            closes (as that terminal) before their last byte; the offset is where the next lexeme starts.
+        children: ``(winner, next context id) -> WalkNode`` built on first use.
+    """
+
+    end_tok: np.ndarray
+    end_state: np.ndarray
+    groups: dict[int, tuple[np.ndarray, np.ndarray]]
+    children: dict[tuple[int, int], WalkNode]
+
+
+class _ParseTable:
+    """LALR(1) action/goto table extracted from Lark (shift = ('s', state), reduce = ('r', n, origin))."""
+
+    def __init__(self, lark_obj: Any, start: str) -> None:
+        from lark.parsers.lalr_analysis import Shift
+
+        pt = lark_obj.parser.parser.parser.parse_table
+        self.start_state: int = pt.start_states[start]
+        self.end_state: int = pt.end_states[start]
+        self.actions: dict[int, dict[str, tuple]] = {}
+        for s, acts in pt.states.items():
+            d: dict[str, tuple] = {}
+            for sym, (act, arg) in acts.items():
+                if act is Shift:
+                    d[sym] = ("s", arg)
+                else:
+                    d[sym] = ("r", len(arg.expansion), arg.origin.name)
+            self.actions[s] = d
+
+
+class CompiledGrammar:
+    """A grammar compiled against a vocabulary (build once, share across requests).
+
+    Attributes:
+        grammar: the source grammar (``gad.Grammar`` or a Lark object).
+        vocab: the :class:`gad.vocab.Vocabulary`; ``vocab_size`` its size; ``eos_ids`` its EOS ids.
+    """
+
+    def __init__(self, lark_obj: Any, vocab: Vocabulary, grammar: Any = None, start: str = "start",
+                 mask_cache_size: int = 2048) -> None:
+        self.grammar = grammar if grammar is not None else lark_obj
+        self.vocab = vocab
+        self.vocab_size = vocab.size
+        self.eos_ids = tuple(vocab.eos_ids)
+        self._eos = np.asarray(self.eos_ids, dtype=np.int64)
+        self.table = _ParseTable(lark_obj, start)
+        self._build_contexts(lark_obj)
+        self._build_vocab_matrix()
+        self._roots: dict[tuple[int, int], WalkNode] = {}
+        self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
+        self._allowed_memo: dict[Stack, int] = {}
+        self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
+        self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
+        self.mask_cache_size = mask_cache_size
+        self.stats = {"mask_hits": 0, "mask_misses": 0, "walks": 0}
+
+    # ---------------------------------------------------------------------------------- building
+    def _build_contexts(self, lark_obj: Any) -> None:
+        lexer = lark_obj.parser.lexer
+        lexers = getattr(lexer, "lexers", None)
+        if lexers is None:
+            raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
+        ignore = set(lark_obj.ignore_tokens)
+        ctx_of_lexer: dict[int, int] = {}
+        self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool]]] = []
+        self.state_ctx: dict[int, int] = {}
+        for state, bl in lexers.items():
+            cid = ctx_of_lexer.get(id(bl))
+            if cid is None:
+                terms, unless = lark_context_terminals(bl, ignore)
+                cid = len(self._ctx_specs)
+                ctx_of_lexer[id(bl)] = cid
+                self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms]))
+            self.state_ctx[state] = cid
+        self._automata: dict[str, TerminalAutomaton] = {}
+        self._dfas: list[LexerDFA | None] = [None] * len(self._ctx_specs)
+
+    def ctx(self, cid: int) -> LexerDFA:
+        """The lexer automaton of context ``cid`` (built on first use)."""
+        dfa = self._dfas[cid]
+        if dfa is None:
+            terms, unless, ignore = self._ctx_specs[cid]
+            autos = []
+            for t in terms:
+                a = self._automata.get(t.name)
+                if a is None:
+                    a = TerminalAutomaton.build(t.name, t.pattern.to_regexp())
+                    self._automata[t.name] = a
+                autos.append(a)
+            dfa = LexerDFA(autos, ignore, unless)
+            self._dfas[cid] = dfa
+        return dfa
+
+    def _build_vocab_matrix(self) -> None:
+        toks = self.vocab.tokens
+        eos = set(self.eos_ids)
+        lens = np.array([0 if (t is None or i in eos) else len(t) for i, t in enumerate(toks)], dtype=np.int32)
+        width = int(lens.max()) if lens.size else 0
+        mat = np.zeros((len(toks), max(width, 1)), dtype=np.uint8)
+        for i, t in enumerate(toks):
+            if lens[i]:
+                mat[i, : lens[i]] = np.frombuffer(t, dtype=np.uint8)
+        self._bytes = mat
+        self._lens = lens
+        self._content = np.nonzero(lens > 0)[0].astype(np.int32)
+        # root walks: content tokens sorted by decreasing length, bytes stored position-major so
+        # that the tokens still being read at byte ``pos`` are the contiguous prefix [:_n_at[pos]]
+        order = self._content[np.argsort(-lens[self._content], kind="stable")]
+        self._order = order
+        self._bytes_t = np.ascontiguousarray(mat[order].T)
+        slen = lens[order]
+        self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
+        self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+
+    def warm(self, all_roots: bool = True) -> CompiledGrammar:
+        """Build every lexer automaton and (``all_roots``) the token walk from every automaton state.
+
+        After this, a mask computation never walks the whole vocabulary: only the few tokens that
+        close a lexeme are walked further (and those walks are cached too).
+        """
+        for cid in range(len(self._ctx_specs)):
+            dfa = self.ctx(cid)
+            if all_roots:
+                for d in range(START, dfa.n_states):
+                    self.root(cid, d)
+        self.root(self.state_ctx[self.table.start_state], START)
+        return self
+
+    # ------------------------------------------------------------------------------------ parser
+    def feed(self, stack: Stack, term: str) -> Stack | None:
+        """Parser stack after shifting terminal ``term`` (reductions first); None if it is an error."""
+        key = (stack, term)
+        try:
+            return self._feed_memo[key]
+        except KeyError:
+            pass
+        actions = self.table.actions
+        s = list(stack)
+        out: Stack | None = None
+        while True:
+            act = actions[s[-1]].get(term)
+            if act is None:
+                break
+            if act[0] == "s":
+                s.append(act[1])
+                out = tuple(s)
+                break
+            n = act[1]
+            if n:
+                del s[-n:]
+            s.append(actions[s[-1]][act[2]][1])
+        self._feed_memo[key] = out
+        return out
+
+    def accepts_end(self, stack: Stack) -> bool:
+        """Does the parser accept end of input from ``stack``?"""
+        actions = self.table.actions
+        s = list(stack)
+        end = self.table.end_state
+        while True:
+            if s[-1] == end:
+                return True
+            act = actions[s[-1]].get("$END")
+            if act is None or act[0] == "s":
+                return False
+            n = act[1]
+            if n:
+                del s[-n:]
+            s.append(actions[s[-1]][act[2]][1])
+
+    def allowed_bits(self, stack: Stack) -> int:
+        """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
+        r = self._allowed_memo.get(stack)
+        if r is None:
+            dfa = self.ctx(self.state_ctx[stack[-1]])
+            r = 0
+            for i, name in enumerate(dfa.names):
+                if not dfa.ignore[i] and self.feed(stack, name) is not None:
+                    r |= 1 << i
+            self._allowed_memo[stack] = r
+        return r
+
+    def ok_states(self, cid: int, bits: int) -> np.ndarray:
+        key = (cid, bits)
+        r = self._ok_memo.get(key)
+        if r is None:
+            r = self.ctx(cid).ok_states(bits)
+            self._ok_memo[key] = r
+        return r
+
+    # ----------------------------------------------------------------------------- token walks
+    def root(self, cid: int, d: int) -> WalkNode:
+        """The walk of every content token from state ``d`` of context ``cid``."""
+        key = (cid, d)
+        node = self._roots.get(key)
+        if node is None:
+            node = self._root_walk(cid, d)
+            self._roots[key] = node
+        return node
+
+    def _root_walk(self, cid: int, d: int) -> WalkNode:
+        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix."""
+        self.stats["walks"] += 1
+        dfa = self.ctx(cid)
+        flat, winner = dfa.flat_sink, dfa.winner
+        sink = dfa.n_states
+        n = self._order.size
+        st = np.full(n, d, dtype=np.int32)
+        idx = np.empty(n, dtype=np.int32)
+        end_s = np.zeros(n, dtype=np.int32)
+        b_i: list[np.ndarray] = []
+        b_p: list[int] = []
+        b_w: list[np.ndarray] = []
+        for pos, k in enumerate(self._n_at):
+            if k == 0:
+                break
+            cur = st[:k]
+            ik = idx[:k]
+            np.left_shift(cur, 8, out=ik)
+            np.add(ik, self._bytes_t[pos, :k], out=ik)
+            nxt = flat.take(ik)
+            died = np.flatnonzero(nxt == DEAD)
+            if died.size:
+                w = winner[cur[died]]
+                closes = w >= 0
+                if closes.any():
+                    b_i.append(died[closes])
+                    b_p.append(pos)
+                    b_w.append(w[closes])
+            st[:k] = nxt
+            lo, hi = self._fin_at[pos]
+            if hi > lo:
+                end_s[lo:hi] = nxt[lo:hi]
+        live = np.flatnonzero((end_s != DEAD) & (end_s != sink))
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if b_i:
+            bi = np.concatenate(b_i)
+            bp = np.concatenate([np.full(a.size, p, dtype=np.int32) for a, p in zip(b_i, b_p)])
+            bw = np.concatenate(b_w)
+            for w in np.unique(bw):
+                sel = bw == w
+                groups[int(w)] = (self._order[bi[sel]], bp[sel])
+        tok = self._order[live]
+        srt = np.argsort(tok, kind="stable")
+        return WalkNode(tok[srt], end_s[live][srt].astype(np.int16 if dfa.n_states < 32000 else np.int32), groups, {})
+
+    def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
+        """Run tokens ``tok`` (starting at byte offsets ``off``) through context ``cid`` from state ``d``."""
+        self.stats["walks"] += 1
+        dfa = self.ctx(cid)
+        table, winner = dfa.table, dfa.winner
+        lens = self._lens[tok]
+        st = np.full(tok.size, d, dtype=np.int32)
+        idx = np.arange(tok.size)
+        end_parts: list[np.ndarray] = []
+        end_states: list[np.ndarray] = []
+        b_idx: list[np.ndarray] = []
+        b_pos: list[np.ndarray] = []
+        b_win: list[np.ndarray] = []
+        pos = 0
+        while idx.size:
+            col = off[idx] + pos
+            cur = st[idx]
+            nxt = table[cur, self._bytes[tok[idx], col]]
+            dead = nxt == DEAD
+            if dead.any():
+                di = idx[dead]
+                w = winner[cur[dead]]
+                closes = w >= 0
+                if closes.any():
+                    b_idx.append(di[closes])
+                    b_pos.append(col[dead][closes])
+                    b_win.append(w[closes])
+                live = ~dead
+                idx, nxt, col = idx[live], nxt[live], col[live]
+            st[idx] = nxt
+            fin = lens[idx] == col + 1
+            if fin.any():
+                end_parts.append(idx[fin])
+                end_states.append(nxt[fin])
+                idx = idx[~fin]
+            pos += 1
+        end_i = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
+        end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if b_idx:
+            bi = np.concatenate(b_idx)
+            bp = np.concatenate(b_pos).astype(np.int32)
+            bw = np.concatenate(b_win)
+            for w in np.unique(bw):
+                sel = bw == w
+                groups[int(w)] = (tok[bi[sel]], bp[sel])
+        return WalkNode(tok[end_i].astype(np.int32), end_s.astype(np.int32), groups, {})
+
+    # ------------------------------------------------------------------------------------ masks
+    def mask_for(self, stack: Stack, d: int) -> np.ndarray:
+        """The exact next-token mask at matcher state ``(stack, d)``: ``(vocab,)`` bool (read-only).
+
+        EOS ids are True iff the prefix is a complete sentence.  Cached (LRU) by state.
+        """
+        key = (stack, d)
+        m = self._masks.get(key)
+        if m is not None:
+            self._masks.move_to_end(key)
+            self.stats["mask_hits"] += 1
+            return m
+        self.stats["mask_misses"] += 1
+        m = np.zeros(self.vocab_size, dtype=bool)
+        cid = self.state_ctx[stack[-1]]
+        self._fill(m, stack, cid, self.root(cid, d))
+        if self.is_complete(stack, d):
+            m[self._eos] = True
+        m.setflags(write=False)
+        self._masks[key] = m
+        if len(self._masks) > self.mask_cache_size:
+            self._masks.popitem(last=False)
+        return m
+
+    def _fill(self, m: np.ndarray, stack: Stack, cid: int, node: WalkNode) -> None:
+        if node.end_tok.size:
+            ok = self.ok_states(cid, self.allowed_bits(stack))
+            m[node.end_tok[ok[node.end_state]]] = True
+        if not node.groups:
+            return
+        dfa = self.ctx(cid)
+        for w, (tok, off) in node.groups.items():
+            if dfa.ignore[w]:
+                nstack: Stack | None = stack
+            else:
+                nstack = self.feed(stack, dfa.names[w])
+            if nstack is None:
+                continue
+            ncid = self.state_ctx[nstack[-1]]
+            child = node.children.get((w, ncid))
+            if child is None:
+                child = self._walk(ncid, START, tok, off)
+                node.children[(w, ncid)] = child
+            self._fill(m, nstack, ncid, child)
+
+    # ----------------------------------------------------------------------- scalar transitions
+    def step_bytes(self, stack: Stack, d: int, data: bytes) -> tuple[Stack, int] | None:
+        """Advance state ``(stack, d)`` over ``data`` with the same semantics as the masks.
+
+        Returns the new state, or None when ``data`` makes the prefix non-viable.
+        """
+        cid = self.state_ctx[stack[-1]]
+        dfa = self.ctx(cid)
+        for b in data:
+            nd = dfa.rows[d][b]
+            if nd == DEAD:
+                w = dfa.winner_list[d]
+                if w < 0:
+                    return None
+                if not dfa.ignore[w]:
+                    ns = self.feed(stack, dfa.names[w])
+                    if ns is None:
+                        return None
+                    stack = ns
+                    cid = self.state_ctx[stack[-1]]
+                    dfa = self.ctx(cid)
+                nd = dfa.rows[START][b]
+                if nd == DEAD:
+                    return None
+            d = nd
+        if d != START:
+            bits = self.allowed_bits(stack) | dfa.ignore_bits
+            if not dfa.reach[d] & bits:
+                return None
+        return stack, d
+
+    def is_complete(self, stack: Stack, d: int) -> bool:
+        """Is the text read so far a sentence of the grammar (end of input allowed here)?"""
+        if d == START:
+            return self.accepts_end(stack)
+        dfa = self.ctx(self.state_ctx[stack[-1]])
+        w = dfa.winner_list[d]
+        if w < 0:
+            return False
+        if not dfa.ignore[w]:
+            ns = self.feed(stack, dfa.names[w])
+            if ns is None:
+                return False
+            stack = ns
+        return self.accepts_end(stack)
+
+    @property
+    def initial_state(self) -> tuple[Stack, int]:
+        """The matcher state before any token: ``((start_state,), START)``."""
+        return (self.table.start_state,), START
+
+    def matcher(self):
+        """A fresh per-request :class:`gad.matcher.Matcher`."""
+        from .matcher import Matcher
+
+        return Matcher(self)
+
+
+# ----------------------------------------------------------------------------------- front door
+def _lark_of(grammar: Any) -> tuple[Any, Any, str]:
+    """Return (lark object, grammar object, start symbol) for a gad.Grammar, Lark object or text."""
+    import lark
+
+    if isinstance(grammar, lark.Lark):
+        return grammar, grammar, grammar.options.start[0]
+    if hasattr(grammar, "lark"):
+        lk = grammar.lark
+        return lk, grammar, getattr(grammar, "start", None) or lk.options.start[0]
+    if isinstance(grammar, (str, os.PathLike)):
+        from .grammar import Grammar
+
+        p = Path(grammar)
+        g = Grammar.from_file(p) if p.suffix in (".lark", ".ebnf", ".gbnf") else Grammar.from_string(str(grammar))
+        return g.lark, g, g.start
+    raise InvalidArgumentError(f"grammar must be a gad.Grammar, a lark.Lark or a path, got {type(grammar).__name__}")
+
+
+def _grammar_hash(grammar: Any, lark_obj: Any) -> str:
+    h = getattr(grammar, "sha256", None)
+    if h:
+        return str(h)
+    src = getattr(lark_obj, "source_grammar", None) or repr(lark_obj.terminals)
+    return hashlib.sha256(str(src).encode()).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """``$GAD_CACHE_DIR`` or ``~/.cache/gad``."""
+    return Path(os.environ.get("GAD_CACHE_DIR", Path.home() / ".cache" / "gad"))
+
+
+def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool = None,
+            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None) -> CompiledGrammar:
+    """Compile ``grammar`` against ``tokenizer``'s vocabulary.
+
+    Args:
+        grammar: a ``gad.Grammar``, a ``lark.Lark`` (``parser='lalr', lexer='contextual'``) or a path.
+        tokenizer: a Hugging Face tokenizer or a :class:`gad.vocab.Vocabulary`.
+        cache_dir: where compiled tables are cached (default ``$GAD_CACHE_DIR`` or ``~/.cache/gad``);
+            ``False`` disables the disk cache.
+        vocab_size, eos_ids: passed to :meth:`Vocabulary.from_tokenizer` for HF tokenizers.
+    Returns:
+        a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
+    Raises:
+        gad.errors.GrammarError subclasses for bad grammars; TokenizerError for unusable vocabularies.
+    """
+    lark_obj, gobj, start = _lark_of(grammar)
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
+    path: Path | None = None
+    if cache_dir is not False:
+        base = Path(cache_dir) if cache_dir else default_cache_dir()
+        key = hashlib.sha256(f"{CACHE_FORMAT}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
+                             ).hexdigest()[:32]
+        path = base / "compiled" / f"{key}.pkl"
+        if path.exists():
+            try:
+                with open(path, "rb") as f:
+                    state = pickle.load(f)
+                cg = CompiledGrammar.__new__(CompiledGrammar)
+                cg.__dict__.update(state)
+                cg.grammar = gobj
+                cg.vocab = vocab
+                return cg
+            except Exception:  # noqa: BLE001 - a broken cache entry is rebuilt, never trusted
+                pass
+    cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
+    if path is not None:
+        save_compiled(cg, path)
+    return cg
+
+
+def save_compiled(cg: CompiledGrammar, path: Path) -> None:
+    """Write the compiled tables atomically (temp file + rename); failures leave no partial file."""
+    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab")}
+    for dfa in state["_dfas"]:
+        if dfa is not None:
+            for t in dfa.terms:
+                t._memo.clear()
+    state["_masks"] = OrderedDict()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        return
