@@ -92,6 +92,22 @@ def test_certified_flag_and_validation() -> None:
         summarize([{"domain": "x"}])  # type: ignore[list-item]
 
 
+def test_from_distributions() -> None:
+    p = [0.6, 0.3, 0.1]
+    q = [0.5, 0.4, 0.1]
+    r = AcceptanceRecord.from_distributions("json", 3, 1, 0, True, p, q, rule="greedy")
+    assert r.entropy == pytest.approx(-(0.6 * math.log(0.6) + 0.3 * math.log(0.3) + 0.1 * math.log(0.1)))
+    assert r.margin == pytest.approx(0.3)
+    assert r.kl == pytest.approx(0.6 * math.log(0.6 / 0.5) + 0.3 * math.log(0.3 / 0.4))
+    cert = 0.6 * math.log(1.2 / 0.9) + 0.3 * math.log(0.6 / 0.9)
+    assert r.certificate == pytest.approx(cert)
+    assert r.certified is (r.kl < cert)
+    r2 = AcceptanceRecord.from_distributions("json", 3, 1, 0, True, p, q, rule="lossless")
+    assert math.isnan(r2.certificate) and r2.certified is False
+    with pytest.raises(InvalidArgumentError, match="rule"):
+        AcceptanceRecord.from_distributions("json", 3, 1, 0, True, p, q, rule="nope")
+
+
 def test_spearman_nan_safe() -> None:
     assert math.isnan(spearman_rho([0.1, 0.1, 0.1], [1, 0, 1]))
     assert math.isnan(spearman_rho([0.1, 0.2, 0.3], [1, 1, 1]))

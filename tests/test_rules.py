@@ -76,6 +76,10 @@ def test_parse_rule_roundtrip_and_errors() -> None:
         assert parse_rule(spec).spec == spec
         assert parse_rule(parse_rule(spec).spec) == parse_rule(spec)
     assert isinstance(parse_rule(" Lossless "), LosslessRule)
+    assert [parse_rule(s).name for s in ["greedy", "additive:0.1", "multiplicative:0.5", "topm:3",
+                                         "typical:0.3,0.09", "lossless"]] == \
+        ["greedy", "additive", "multiplicative", "topm", "typical", "lossless"]
+    assert parse_rule("lossless").kind == "lossless" and parse_rule("topm:2").kind == "deterministic"
     assert parse_rule("typical: 0.3 , 0.09".replace(": ", ":")) == Typical(0.3, 0.09)
     assert parse_rule("additive:1e-1") == Additive(0.1)
     for bad in ["", "greedy:1", "additive", "additive:x", "multiplicative:1.5", "topm:0", "topm:2.5",

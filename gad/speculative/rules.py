@@ -34,6 +34,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -104,6 +105,10 @@ class AcceptRule(ABC):
     """
 
     spec: str
+    #: rule family (``greedy``, ``additive``, ``multiplicative``, ``topm``, ``typical``)
+    name: ClassVar[str] = ""
+    #: ``"deterministic"`` here, ``"lossless"`` for :class:`LosslessRule`
+    kind: ClassVar[str] = "deterministic"
 
     @abstractmethod
     def _threshold(self, p: np.ndarray) -> float: ...
@@ -145,6 +150,8 @@ class AcceptRule(ABC):
 class StrictGreedy(AcceptRule):
     """Strict greedy: ``τ = p_(1)``; accepts exactly the tokens tied with the maximum."""
 
+    name: ClassVar[str] = "greedy"
+
     @property
     def spec(self) -> str:  # type: ignore[override]
         return "greedy"
@@ -156,6 +163,8 @@ class StrictGreedy(AcceptRule):
 @dataclass(frozen=True, repr=False)
 class Additive(AcceptRule):
     """Additive relaxation: ``τ = p_(1) − δ`` with ``0 ≤ δ ≤ 1`` (δ = 0 is strict greedy)."""
+
+    name: ClassVar[str] = "additive"
 
     delta: float
 
@@ -174,6 +183,8 @@ class Additive(AcceptRule):
 @dataclass(frozen=True, repr=False)
 class Multiplicative(AcceptRule):
     """Multiplicative relaxation: ``τ = α · p_(1)`` with ``0 ≤ α ≤ 1`` (α = 1 is strict greedy)."""
+
+    name: ClassVar[str] = "multiplicative"
 
     alpha: float
 
@@ -196,6 +207,8 @@ class TopM(AcceptRule):
     Tokens tied with ``p_(m)`` are accepted, so more than m tokens can be accepted.  If ``m ≥ vocab``
     then ``τ = min(p)`` and every token is accepted.
     """
+
+    name: ClassVar[str] = "topm"
 
     m: int
 
@@ -220,6 +233,8 @@ class Typical(AcceptRule):
     ``δ > 0`` the entropy-scaled one.  Since ``exp(−H(p)) ≤ p_(1)``, the top token is always accepted
     when ``δ ≤ 1``.
     """
+
+    name: ClassVar[str] = "typical"
 
     epsilon: float
     delta: float
@@ -246,6 +261,8 @@ class LosslessRule:
     """
 
     spec: str = "lossless"
+    name: ClassVar[str] = "lossless"
+    kind: ClassVar[str] = "lossless"
 
     def accept_prob(self, p: object, q: object, d: object) -> float | np.ndarray:
         """Same as :func:`lossless_accept_prob`."""

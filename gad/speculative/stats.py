@@ -85,6 +85,31 @@ class AcceptanceRecord:
                 else False
             object.__setattr__(self, "certified", cert)
 
+    @classmethod
+    def from_distributions(cls, domain: str, step: int, depth: int, token: int, accepted: bool,
+                           p: object, q: object | None = None, rule: object | None = None,
+                           bonus: bool = False) -> AcceptanceRecord:
+        """Build a record from the target ``p̃`` and drafter ``q`` rows (``(vocab,)`` float64 each).
+
+        Computes entropy (nats), margin ``p_(1) − p_(2)``, ``KL(p‖q)`` (NaN without ``q``) and the rule's
+        certificate (:func:`gad.speculative.certificates.certificate`; NaN for ``None`` or the lossless
+        rule).  ``rule`` may be an :class:`~gad.speculative.rules.AcceptRule` or a spec string.
+
+        Raises:
+            InvalidArgumentError: invalid distributions, rule text or depth.
+        """
+        from gad.speculative.certificates import certificate, kl
+        from gad.speculative.rules import AcceptRule, check_distribution, entropy, parse_rule
+
+        pa = check_distribution(p)
+        srt = np.sort(pa)[::-1]
+        margin = float(srt[0] - srt[1]) if srt.size > 1 else float(srt[0])
+        div = kl(pa, q) if q is not None else math.nan
+        r = parse_rule(rule) if isinstance(rule, str) else rule
+        cert = certificate(pa, r) if isinstance(r, AcceptRule) else math.nan
+        return cls(domain=domain, step=step, depth=depth, token=int(token), accepted=bool(accepted),
+                   entropy=entropy(pa), margin=margin, kl=div, certificate=cert, bonus=bonus)
+
     @property
     def has_certificate(self) -> bool:
         """True iff both ``kl`` and ``certificate`` were logged (not NaN)."""
