@@ -244,7 +244,8 @@ def test_large_trie_round_trip(tmp_path) -> None:
     rng = np.random.default_rng(1)
     parent = np.concatenate([[-1], rng.integers(0, np.arange(1, n))]).astype(np.int64)
     cols = {"parent": parent, "token": np.concatenate([[-1], np.arange(1, n) % 50_000]),
-            "p": rng.random(n), "phi": rng.random(n), "mass": rng.random(n), "dev": rng.random(n)}
+            "p": rng.random(n), "phi": rng.random(n), "mass": rng.random(n), "eos": rng.random(n),
+            "nallow": rng.integers(0, 9, n), "vsum": rng.random(n), "ssum": rng.random(n)}
     # make (parent, token) unique
     cols["token"] = np.concatenate([[-1], np.arange(1, n)])
     t = PhiTrie.from_columns(cols, identity={"model": "x"})
@@ -275,3 +276,15 @@ def test_zero_probability_tokens_are_harmless() -> None:
     drive(est, lm, g, (0, 2), 2)
     assert est.trie.root_phi == pytest.approx(1.0)
     assert list(itertools.islice(est.trie.children(0), 5)) == [1]
+
+
+def test_tiny_phi_does_not_cancel_to_zero() -> None:
+    """A forced chain of unlikely tokens: M − Σ p(1 − Φ̂) would round to 0; the trie keeps Φ exact."""
+    vocab = Vocabulary.from_strings(["a", "b"], name="ab")
+    lm = ToyLM.from_table(vocab, {}, default=[1e-8, 1 - 2e-8, 1e-8])
+    g = RegexGrammar("a{20}", vocab)
+    est = AsapPhi(eos_ids=g.eos_ids)
+    drive(est, lm, g, tuple([0] * 20 + [2]), 2)
+    exact = enumerate_language(lm, g, max_len=20).Z
+    assert exact == pytest.approx(1e-8 ** 21, rel=1e-9)
+    assert est.trie.root_phi == pytest.approx(exact, rel=1e-9)

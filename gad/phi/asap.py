@@ -6,20 +6,29 @@ The estimator keeps a trie over the token prefixes sampled so far.  A node ``u``
 sampling needs:
 
 * ``M(u) = Σ_t p(t|u) · mask(u)[t]`` — the allowed next-token mass (EOS included when allowed),
-  recorded the first time the sampler asks for ``Φ̂`` at ``u``;
+  its EOS part ``E(u)`` and the number of allowed non-EOS tokens with ``p > 0``, recorded the first
+  time the sampler asks for ``Φ̂`` at ``u``;
 * for every *visited* child ``c = u·t``: ``p(t|u)`` and ``Φ̂(u·t)`` (the child's own node);
-* ``dev(u) = Σ_{visited c} p(c|u) · (1 − Φ̂(u·c))``, kept as a running sum.
+* running sums over visited children: ``V(u) = Σ p(c|u)`` and ``S(u) = Σ p(c|u) Φ̂(u·c)``.
 
 Unexplored allowed children count ``Φ̂ = 1``, masked children ``0``, an allowed EOS ``1``.  After each
-sample the path is walked leaf → root and ``Φ̂(u) = M(u) − dev(u)``, which equals
-``Σ_t p(t|u) Φ̂(u·t)`` and costs O(1) per node, so one update costs O(sample length).  ``Φ̂`` never
+sample the path is walked leaf → root and ``Φ̂(u) = (M(u) − V(u)) + S(u)``, which equals
+``Σ_t p(t|u) Φ̂(u·t) = M(u) − Σ_{visited c} p(c|u)(1 − Φ̂(u·c))`` (BRIEF §3.3) and costs O(1) per
+node, so one update costs O(sample length).
+
+Numerics: the brief's form ``M − Σ p(1 − Φ̂)`` cancels catastrophically when a child's ``Φ̂`` is tiny
+(a forced chain of unlikely tokens gives ``M − p + pΦ̂`` = 0 in float64), so the unexplored mass
+``M − V`` and the explored mass ``S`` are kept apart: once every allowed child is visited the unexplored
+mass is exactly ``E(u)``, and ``S`` is re-summed over the children (O(children), amortised O(1): it only
+happens when ``S`` drops by a factor 10^8) whenever its running update would cancel.  Values below
+float64's range (≈ 10^-308, i.e. a grammatical mass under e^-709) underflow to 0.  ``Φ̂`` never
 increases (each update only lowers children) and converges to the exact ``Φ`` once every node reachable
 with positive probability has been visited.
 
 No vocabulary-sized array is stored per node: the trie is a struct of flat ``array`` columns
-(``parent``, ``token``, ``p``, ``phi``, ``mass``, ``dev`` and a first-child / next-sibling list) plus one
-``dict`` from ``(node, token)`` to the child index — about 150 bytes per node (see
-``benchmarks/bench_asap.py``).
+(``parent``, ``token``, ``p``, ``phi``, ``mass``, ``eos``, ``nallow``, ``vsum``, ``ssum``, a visited-child
+count and a first-child / next-sibling list) plus one ``dict`` from ``(node, token)`` to the child
+index — about 200 bytes per node (see ``benchmarks/bench_asap.py``).
 
 **Batching.**  ``Φ̂`` only changes in :meth:`AsapPhi.observe`, which the sampler calls after each batch,
 so every sample of a batch of ``B`` is drawn with the estimates as they stood when the batch started.
@@ -62,7 +71,11 @@ class PhiTrie:
         self.p = array("d")
         self.phi = array("d")
         self.mass = array("d")
-        self.dev = array("d")
+        self.eos = array("d")
+        self.nallow = array("q")
+        self.vsum = array("d")
+        self.ssum = array("d")
+        self.nvis = array("q")
         self.first = array("q")
         self.next = array("q")
         self._child: dict[int, int] = {}
@@ -80,7 +93,11 @@ class PhiTrie:
         self.p.append(p)
         self.phi.append(1.0)
         self.mass.append(math.nan)
-        self.dev.append(0.0)
+        self.eos.append(0.0)
+        self.nallow.append(0)
+        self.vsum.append(0.0)
+        self.ssum.append(0.0)
+        self.nvis.append(0)
         self.first.append(-1)
         self.next.append(-1)
         return i
@@ -101,8 +118,12 @@ class PhiTrie:
             return c
         if not 0.0 <= p <= 1.0 + 1e-9:
             raise InvalidArgumentError(f"child probability must be in [0, 1], got {p}")
-        c = self._append(node, token, min(p, 1.0))
+        p = min(p, 1.0)
+        c = self._append(node, token, p)
         self._child[key] = c
+        self.vsum[node] += p
+        self.ssum[node] += p  # an unexplored child counts Φ̂ = 1
+        self.nvis[node] += 1
         self.next[c] = self.first[node]
         self.first[node] = c
         return c
@@ -133,39 +154,51 @@ class PhiTrie:
         """``Φ̂(ε)``: the current upper bound of the grammatical mass ``Z`` (after the prompt)."""
         return self.phi[0]
 
-    def expand(self, node: int, mass: float) -> None:
-        """Record ``M(node)`` (allowed next-token mass) the first time the node is expanded."""
+    def expand(self, node: int, mass: float, eos_mass: float = 0.0, n_allowed: int = 0) -> None:
+        """Record ``M(node)`` (allowed next-token mass), its EOS part and the number of allowed
+        non-EOS tokens with ``p > 0``, the first time the node is expanded."""
         if math.isnan(self.mass[node]):
             self.mass[node] = float(min(max(mass, 0.0), 1.0))
+            self.eos[node] = float(min(max(eos_mass, 0.0), 1.0))
+            self.nallow[node] = int(n_allowed)
 
     # --- learning -----------------------------------------------------------------------------
 
     def update_path(self, nodes: Sequence[int]) -> None:
         """Leaf → root update along ``nodes`` (root first, each the parent of the next).
 
-        ``Φ̂(u) ← min(Φ̂(u), M(u) − dev(u))`` with ``dev(u)`` adjusted by the child's change, O(1) per
-        node.  Nodes never expanded (``M`` unknown) keep ``Φ̂ = 1``.
+        ``Φ̂(u) ← min(Φ̂(u), unexplored(u) + S(u))`` with ``S(u)`` adjusted by the child's change, O(1)
+        per node (amortised).  Nodes never expanded (``M`` unknown) keep ``Φ̂ = 1``.
         """
-        phi, dev, mass, p = self.phi, self.dev, self.mass, self.p
+        phi, ssum, mass, p = self.phi, self.ssum, self.mass, self.p
         old_c = new_c = 0.0
         child = -1
         for u in reversed(nodes):
             if child >= 0 and new_c != old_c:
-                dev[u] += p[child] * (old_c - new_c)
+                s_old = ssum[u]
+                s = s_old + p[child] * (new_c - old_c)
+                if s < 1e-8 * s_old:  # the running update would cancel: re-sum exactly
+                    s = math.fsum(p[c] * phi[c] for c in self.children(u))
+                ssum[u] = max(s, 0.0)
             m = mass[u]
             old = phi[u]
-            new = old if math.isnan(m) else min(old, max(0.0, m - dev[u]))
+            if math.isnan(m):
+                new = old
+            else:
+                e = self.eos[u]
+                unexplored = e if self.nvis[u] >= self.nallow[u] else max(e, m - self.vsum[u])
+                new = min(old, unexplored + ssum[u])
             phi[u] = new
             old_c, new_c, child = old, new, u
 
     # --- (de)serialisation helpers ------------------------------------------------------------
 
-    COLUMN_NAMES = ("parent", "token", "p", "phi", "mass", "dev")
+    COLUMN_NAMES = ("parent", "token", "p", "phi", "mass", "eos", "nallow", "vsum", "ssum")
 
     def columns(self) -> dict[str, np.ndarray]:
         """Copies of the node columns as numpy arrays, ``(n_nodes,)`` each, creation order (parents
-        first): ``parent``/``token`` int64 (-1 at the root), ``p``/``phi``/``mass``/``dev`` float64
-        (``mass`` is NaN for nodes never expanded)."""
+        first): ``parent``/``token``/``nallow`` int64 (-1 at the root), ``p``/``phi``/``mass``/``eos``/
+        ``vsum``/``ssum`` float64 (``mass`` is NaN for nodes never expanded)."""
         return {k: np.array(getattr(self, k)) for k in self.COLUMN_NAMES}
 
     @classmethod
@@ -183,11 +216,11 @@ class PhiTrie:
             raise InvalidArgumentError("trie columns are inconsistent: every parent must precede its child")
         t = cls(identity)
         t.samples = samples
-        for name in ("parent", "token"):
+        for name in ("parent", "token", "nallow"):
             a = array("q")
             a.frombytes(np.ascontiguousarray(cols[name], dtype=np.int64).tobytes())
             setattr(t, name, a)
-        for name in ("p", "phi", "mass", "dev"):
+        for name in ("p", "phi", "mass", "eos", "vsum", "ssum"):
             a = array("d")
             a.frombytes(np.ascontiguousarray(cols[name], dtype=np.float64).tobytes())
             setattr(t, name, a)
@@ -206,11 +239,12 @@ class PhiTrie:
             is_first[1:] = ps[1:] != ps[:-1]
             first[ps[is_first]] = order[is_first]
             keys = parent[1:] * _STRIDE + token[1:]
-            t._child = dict(zip(keys.tolist(), range(1, n)))
-        fa, na = array("q"), array("q")
+            t._child = dict(zip(keys.tolist(), range(1, n), strict=True))
+        fa, na, va = array("q"), array("q"), array("q")
         fa.frombytes(first.tobytes())
         na.frombytes(nxt.tobytes())
-        t.first, t.next = fa, na
+        va.frombytes(np.bincount(parent[1:], minlength=n).astype(np.int64).tobytes())
+        t.first, t.next, t.nvis = fa, na, va
         return t
 
 
@@ -256,6 +290,7 @@ class AsapPhi:
         else:
             raise InvalidArgumentError(f"trie must be a PhiTrie, a path or None, got {type(trie).__name__}")
         self.eos = frozenset(int(e) for e in eos_ids)
+        self._eos_arr = np.asarray(sorted(self.eos), dtype=np.int64)
         self._cap = max(64, int(cache))
         self._recent: dict[tuple[int, ...], int] = {}
         self._pending: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -286,7 +321,10 @@ class AsapPhi:
         idx = np.flatnonzero(mask)
         pv = np.exp(logp[idx])
         trie = self.trie
-        trie.expand(node, float(pv.sum()))
+        if math.isnan(trie.mass[node]):
+            is_eos = np.isin(idx, self._eos_arr)
+            trie.expand(node, float(pv.sum()), float(pv[is_eos].sum()),
+                        int(np.count_nonzero((pv > 0) & ~is_eos)))
         self._remember(self._pending, node, (idx, pv))
         out = mask.astype(np.float64)
         phi, tok = trie.phi, trie.token

@@ -38,7 +38,7 @@ from .asap import PhiTrie
 MAGIC = b"GADPHIT\0"
 FORMAT_VERSION = 1
 _COLUMNS = (("parent", "<i8"), ("token", "<i8"), ("p", "<f8"), ("phi", "<f8"), ("mass", "<f8"),
-            ("dev", "<f8"))
+            ("eos", "<f8"), ("nallow", "<i8"), ("vsum", "<f8"), ("ssum", "<f8"))
 _IDENTITY_KEYS = ("model", "grammar", "prompt", "settings", "vocab_size")
 
 

@@ -1,0 +1,235 @@
+"""The evaluation harness: tasks × methods × N samples → per-sample JSONL, summary JSON/CSV, plots.
+
+``run(tasks, methods, n, model=…, out_dir=…)`` (BRIEF §5).  For each task the model samples ``n``
+outputs per method through ``gad.sample`` (or a function registered with :func:`register_method`, the
+hook for the speculative methods).  Exact tasks compare against the enumerated ``Q*`` (KL, TV over the
+number of samples); open tasks use the GAD paper's union estimator (Park et al., NeurIPS 2024,
+arXiv 2405.21047) with a sliding window.  Files written (each atomically) under ``out_dir``:
+
+* ``samples.jsonl`` — one row per sample: task, method, index, text, token_ids, logprob (nats),
+  finished, valid (checker; None without one), target_prob (``Q*`` or ideal probability of the text);
+* ``summary.json`` — per task and method: n, share_finished, mean_logprob, valid_rate, kl_at
+  {100, 500, 1000}, kl_final, tv_final (exact), expectation_final, the curves; per exact task ``Z``
+  and the enumeration bound;
+* ``summary.csv`` — one row per (task, method) with the scalar columns;
+* ``plots/<task>_kl.png`` and ``plots/<task>_expectation.png``.
+
+Exact-task truncation: ``Q*`` is enumerated up to ``Task.exact_max_len`` tokens; samples longer than
+that are outside its support and are excluded from KL/TV (their share is reported as
+``share_outside_support``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgumentError, ResultsFileError
+from ..phi.trie_io import atomic_write
+from ..results import Sample
+from . import metrics
+from .plots import plot_curves
+from .tasks import Task, get_task
+
+MethodFn = Callable[..., list[Sample]]
+_METHODS: dict[str, MethodFn] = {}
+
+
+def register_method(name: str, fn: MethodFn) -> None:
+    """Register a sampling method for the harness.
+
+    ``fn(lm, compiled, prompt_ids, *, n, seed, max_new_tokens, batch_size, trie, progress)`` must return
+    ``n`` :class:`gad.results.Sample` (``logprob`` under the unconstrained model).
+    """
+    _METHODS[name] = fn
+
+
+def _gad_method(name: str) -> MethodFn:
+    def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
+           batch_size: int | None, trie: Any, progress: Any) -> list[Sample]:
+        import gad
+
+        return gad.sample(lm, compiled, list(prompt_ids), n=n, method=name, seed=seed,
+                          max_new_tokens=max_new_tokens, trie=trie, batch_size=batch_size,
+                          compiled=compiled, progress=progress)
+
+    return fn
+
+
+for _m in ("gcd", "asap", "onestep", "exact"):
+    register_method(_m, _gad_method(_m))
+
+
+def method_names() -> list[str]:
+    """Every registered method name."""
+    return sorted(_METHODS)
+
+
+def toy_model(seed: int = 0) -> Any:
+    """A character-level toy LM (printable ASCII + newline + EOS) with pseudo-random tables."""
+    from ..vocab import Vocabulary
+    from .toys import hashed_lm
+
+    vocab = Vocabulary.from_strings([chr(i) for i in range(32, 127)] + ["\n"], name="ascii")
+    return hashed_lm(vocab, seed=seed, eos_boost=0.05, name=f"toy-ascii-{seed}")
+
+
+def _resolve_model(model: Any) -> Any:
+    if model is None or model == "toy":
+        return toy_model()
+    if isinstance(model, (str, os.PathLike)):
+        import gad
+
+        return gad.load_model(None if model == "bundled" else model)
+    return model
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        atomic_write(path, [text.encode("utf-8")])
+    except OSError as exc:
+        raise ResultsFileError(f"cannot write {path}: {exc}") from exc
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: Any = "toy",
+        out_dir: str | os.PathLike[str] = "gad-eval", seed: int = 0, batch_size: int | None = None,
+        max_new_tokens: int | None = None, window: int = 500, progress: bool = True,
+        persist_tries: bool = True, exact_node_budget: int = 200_000) -> dict[str, Any]:
+    """Evaluate ``methods`` on ``tasks`` with ``n`` samples each; write the files listed above.
+
+    Args:
+        tasks: task names (see :func:`gad.eval.tasks.task_names`) or :class:`Task` objects.
+        methods: registered method names (``gcd``, ``asap``, ``onestep``, ``exact`` …).
+        n: samples per (task, method), ≥ 1.
+        model: ``"toy"`` (char-level toy), ``"bundled"``, a model path, or a LanguageModel.
+        out_dir: output folder (created).
+        seed: sampling seed (same for every method).
+        batch_size: rows per batch (``gad.sample``'s default when None).
+        max_new_tokens: overrides every task's budget.
+        window: sliding window (samples) of the open-task KL.
+        progress: tqdm bar per (task, method) showing samples/s.
+        persist_tries: keep ASAp tries under ``out_dir/tries`` (reused by a rerun).
+        exact_node_budget: node budget of the exact enumeration.
+    Returns:
+        the summary dict (also written to ``summary.json``).
+    Raises:
+        InvalidArgumentError: unknown task or method, ``n < 1``.
+        EnumerationBudgetError: an exact task's enumeration is too large.
+        ResultsFileError: an output file could not be written.
+    """
+    if n < 1:
+        raise InvalidArgumentError(f"n must be >= 1, got {n}")
+    for m in methods:
+        if m not in _METHODS:
+            raise InvalidArgumentError(f"unknown method {m!r}; known: {', '.join(method_names())}")
+    task_objs = [get_task(t) for t in tasks]
+    lm = _resolve_model(model)
+    out = Path(out_dir)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {"model": str(getattr(lm, "name", "?")), "n": n, "seed": seed,
+                               "window": window, "methods": list(methods), "tasks": {}}
+    ks = metrics.checkpoints(n)
+    for task in task_objs:
+        compiled = task.compile(lm.vocab)
+        prompt_ids = lm.encode_prompt(task.prompt)
+        budget = max_new_tokens or task.max_new_tokens
+        tinfo: dict[str, Any] = {"kind": task.kind, "checker": task.checker, "methods": {}}
+        q_star: dict[str, float] | None = None
+        if task.kind == "exact":
+            from ..phi.exact import enumerate_language
+
+            enum = enumerate_language(lm, compiled, prompt_ids, max_len=task.exact_max_len,
+                                      node_budget=exact_node_budget)
+            q_star = {}
+            for s, q in enum.q_strings().items():
+                key = s.decode("utf-8", errors="replace")
+                q_star[key] = q_star.get(key, 0.0) + q
+            tinfo.update({"Z": enum.Z, "exact_max_len": task.exact_max_len, "support": len(q_star)})
+        per_method: dict[str, list[Sample]] = {}
+        for m in methods:
+            trie = None
+            if m == "asap" and persist_tries:
+                (out / "tries").mkdir(exist_ok=True)
+                trie = str(out / "tries" / (task.name.replace("/", "__") + ".trie"))
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=n, desc=f"{task.name} {m}", unit="sample", leave=False)
+            t0 = time.perf_counter()
+            try:
+                samples = _METHODS[m](lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=budget,
+                                      batch_size=batch_size, trie=trie, progress=bar if bar is not None else False)
+            finally:
+                if bar is not None:
+                    bar.close()
+            per_method[m] = samples
+            tinfo["methods"][m] = {"seconds": time.perf_counter() - t0}
+        ideal = None
+        if task.kind == "open":
+            ideal = metrics.ideal_law((s.text, tuple(s.token_ids), s.logprob)
+                                      for ss in per_method.values() for s in ss if s.finished)
+            tinfo["ideal_support"] = len(ideal)
+        target = q_star if q_star is not None else (ideal or {})
+        for m, samples in per_method.items():
+            outs = [s.text if s.finished else None for s in samples]
+            valid = [task.check(s.text) if s.finished else (False if task.checker else None) for s in samples]
+            for i, (s, v) in enumerate(zip(samples, valid, strict=True)):
+                rows.append({"task": task.name, "method": m, "index": i, "text": s.text,
+                             "token_ids": s.token_ids, "logprob": s.logprob, "finished": s.finished,
+                             "valid": v, "target_prob": target.get(s.text) if s.finished else None})
+            if q_star is not None:
+                inside = [o if (o is not None and o in q_star) else None for o in outs]
+                curve = metrics.exact_curves(inside, q_star, ks)
+                outside = sum(1 for o in outs if o is not None and o not in q_star)
+            else:
+                curve = metrics.open_curves(outs, ideal or {}, ks, window=window)
+                outside = 0
+            fin = [s for s in samples if s.finished]
+            checked = [v for v in valid if v is not None]
+            info = tinfo["methods"][m]
+            info.update({
+                "n": len(samples),
+                "share_finished": len(fin) / len(samples),
+                "mean_logprob": _finite(sum(s.logprob for s in fin) / len(fin)) if fin else None,
+                "valid_rate": (sum(checked) / len(checked)) if checked else None,
+                "share_outside_support": outside / len(samples),
+                "kl_at": {str(k): _finite(metrics.value_at(curve, k)) for k in (100, 500, 1000) if k <= n},
+                "kl_final": _finite(curve["kl"][-1]) if curve["kl"] else None,
+                "tv_final": _finite(curve["tv"][-1]) if "tv" in curve and curve["tv"] else None,
+                "expectation_final": _finite(curve["expectation"][-1]) if curve["expectation"] else None,
+                "curve": {k: [_finite(x) if isinstance(x, float) else x for x in v] for k, v in curve.items()},
+            })
+        curves = {m: tinfo["methods"][m]["curve"] for m in per_method}
+        stem = task.name.replace("/", "__")
+        kl_label = "KL(empirical || Q*) [nats]" if task.kind == "exact" else f"KL(window {window} || ideal) [nats]"
+        plot_curves(out / "plots" / f"{stem}_kl.png", task.name, curves, "kl", kl_label, log_y=True)
+        plot_curves(out / "plots" / f"{stem}_expectation.png", task.name, curves, "expectation",
+                    "running mean of target probability")
+        summary["tasks"][task.name] = tinfo
+    _write_text(out / "samples.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    _write_text(out / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False))
+    buf = io.StringIO()
+    cols = ["task", "method", "n", "share_finished", "mean_logprob", "valid_rate", "share_outside_support",
+            "kl_100", "kl_500", "kl_1000", "kl_final", "tv_final", "expectation_final", "seconds"]
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    for tname, tinfo in summary["tasks"].items():
+        for m, info in tinfo["methods"].items():
+            w.writerow({"task": tname, "method": m, **{c: info.get(c) for c in cols[2:] if not c.startswith("kl_")
+                                                       or c == "kl_final"},
+                        **{f"kl_{k}": v for k, v in info["kl_at"].items()}})
+    _write_text(out / "summary.csv", buf.getvalue())
+    return summary
