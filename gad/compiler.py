@@ -48,7 +48,8 @@ class WalkNode:
         end_tok: ``(n,)`` int32 ids of tokens whose bytes end inside the current lexeme.
         end_state: ``(n,)`` int32 automaton state each of them ends in.
         groups: winner terminal id -> ``(token ids, byte offsets)`` of tokens whose current lexeme
-            closes (as that terminal) before their last byte; the offset is where the next lexeme starts.
+            closes (as that terminal) inside the token; the offset (> 0) is where the next lexeme starts.
+        groups0: winner terminal id -> token ids whose first byte already closes the lexeme.
         children: ``(winner, next context id) -> WalkNode`` built on first use.
     """
 
@@ -56,6 +57,21 @@ class WalkNode:
     end_state: np.ndarray
     groups: dict[int, tuple[np.ndarray, np.ndarray]]
     children: dict[tuple[int, int], WalkNode]
+    groups0: dict[int, np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        # tokens whose very first byte closes the current lexeme continue exactly like a whole
+        # token read from the next context's start state: their masks come from that state's mask
+        if self.groups0 is None:
+            self.groups0 = {}
+            rest: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            for w, (tok, off) in self.groups.items():
+                z = off == 0
+                if z.any():
+                    self.groups0[w] = tok[z]
+                if not z.all():
+                    rest[w] = (tok[~z], off[~z])
+            self.groups = rest
 
 
 class _ParseTable:
@@ -162,18 +178,14 @@ class CompiledGrammar:
         self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
         self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
 
-    def warm(self, all_roots: bool = True) -> CompiledGrammar:
-        """Build every lexer automaton and (``all_roots``) the token walk from every automaton state.
-
-        After this, a mask computation never walks the whole vocabulary: only the few tokens that
-        close a lexeme are walked further (and those walks are cached too).
+    def warm(self, all_roots: bool = False) -> CompiledGrammar:
+        """Build every lexer automaton and the token walk from each context's start state
+        (``all_roots``: from every automaton state, so that no later mask walks the whole vocabulary).
         """
         for cid in range(len(self._ctx_specs)):
             dfa = self.ctx(cid)
-            if all_roots:
-                for d in range(START, dfa.n_states):
-                    self.root(cid, d)
-        self.root(self.state_ctx[self.table.start_state], START)
+            for d in range(START, dfa.n_states if all_roots else START + 1):
+                self.root(cid, d)
         return self
 
     # ------------------------------------------------------------------------------------ parser
@@ -370,9 +382,14 @@ class CompiledGrammar:
         if node.end_tok.size:
             ok = self.ok_states(cid, self.allowed_bits(stack))
             m[node.end_tok[ok[node.end_state]]] = True
-        if not node.groups:
+        if not node.groups and not node.groups0:
             return
         dfa = self.ctx(cid)
+        for w, tok in node.groups0.items():
+            nstack = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+            if nstack is not None:
+                sub = self.mask_for(nstack, START)
+                m[tok] |= sub[tok]
         for w, (tok, off) in node.groups.items():
             if dfa.ignore[w]:
                 nstack: Stack | None = stack

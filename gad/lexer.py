@@ -194,19 +194,37 @@ class LexerDFA:
                 return i
         return -1
 
+    def _byte_classes(self) -> list[int]:
+        """Representative byte of each byte's equivalence class (bytes every terminal treats alike)."""
+        sig_to_rep: dict[tuple, int] = {}
+        rep = [0] * 256
+        for b in range(256):
+            if b < 0x80:
+                sig: tuple = ("a",) + tuple(t.fsm.alphabet[chr(b)] for t in self.terms)
+            elif b in _LEAD:
+                sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
+            elif b <= 0xBF:
+                sig = ("c", b) if self.explicit_nonascii else ("c", b >= 0x90, b >= 0xA0)
+            else:
+                sig = ("x",)
+            rep[b] = sig_to_rep.setdefault(sig, b)
+        return rep
+
     def _build(self) -> None:
         start = (tuple(t.fsm.initial for t in self.terms), ())
         keys: list = [None, start]
         index = {start: START}
         rows: list[list[int]] = [[DEAD] * 256, []]
+        rep = self._byte_classes()
+        reps = sorted(set(rep))
         i = START
         while i < len(keys):
             key = keys[i]
-            row = rows[i]
-            for b in range(256):
+            out: dict[int, int] = {}
+            for b in reps:
                 nk = self._step(key, b)
                 if nk is None:
-                    row.append(DEAD)
+                    out[b] = DEAD
                     continue
                 j = index.get(nk)
                 if j is None:
@@ -214,7 +232,8 @@ class LexerDFA:
                     index[nk] = j
                     keys.append(nk)
                     rows.append([])
-                row.append(j)
+                out[b] = j
+            rows[i] = [out[rep[b]] for b in range(256)]
             i += 1
         n = len(keys)
         self.n_states = n
