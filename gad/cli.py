@@ -155,8 +155,8 @@ def run_sample(args: argparse.Namespace) -> int:
                                        f"not found: {speculative}")
     if args.tree is not None and speculative is None:
         raise InvalidArgumentError("--tree needs --speculative")
-    lm = gad.load_model(args.model, device=args.device, cache_dir=args.cache_dir)
     grammar = gad.Grammar.from_file(args.grammar)
+    lm = gad.load_model(args.model, device=args.device, cache_dir=args.cache_dir)
     compiled = gad.compile(grammar, lm.vocab, cache_dir=args.cache_dir)
     samples = gad.sample(lm, grammar, args.prompt, n=args.n, method=args.method, seed=args.seed,
                          max_new_tokens=args.max_new_tokens, trie=args.trie, batch_size=args.batch_size,
