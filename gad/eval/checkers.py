@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sqlite3
 from typing import Any
 
@@ -164,7 +165,8 @@ def sygus_script(solution: str, sl_text: str) -> str:
         raise ValueError("the spec has no constraint")
     conj = constraints[0] if len(constraints) == 1 else "(and " + " ".join(constraints) + ")"
     lines += [f"(assert (not {conj}))", "(check-sat)"]
-    return "\n".join(lines) + "\n"
+    # SyGuS-IF writes bit-vector sorts as (BitVec n); SMT-LIB 2.6 as (_ BitVec n)
+    return re.sub(r"\(\s*BitVec\s+(\d+)\s*\)", r"(_ BitVec \1)", "\n".join(lines) + "\n")
 
 
 def check_sygus(text: str, sl_path: str, timeout_ms: int = 5000) -> bool | None:

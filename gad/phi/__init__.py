@@ -102,9 +102,9 @@ def make_estimator(method: str, *, lm: Any, compiled: Any, prompt_ids: Sequence[
     if method in ("gcd", "indicator"):
         return GcdPhi()
     if method == "asap":
-        cache = max(4096, 8 * int(s.get("batch_size", 1) or 1))
+        bs = int(s.get("batch_size", 1) or 1)
         return AsapPhi(trie, identity=estimator_identity(lm, compiled, prompt_ids, s), eos_ids=eos,
-                       cache=cache)
+                       cache=max(4096, 8 * bs), pending=max(128, 2 * bs + 2))
     if method == "onestep":
         return OneStepPhi(lm, compiled, prompt_ids, top=int(s.get("onestep_top", 32)), eos_ids=eos)
     if method == "exact":

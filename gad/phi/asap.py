@@ -257,7 +257,10 @@ class AsapPhi:
         identity: what the estimates are conditioned on (model id, grammar hash, prompt hash,
             decoding settings, vocabulary size); a trie bound to a different identity is refused.
         eos_ids: EOS token ids (never stored as trie nodes: ``Φ̂(u·EOS) = 1``).
-        cache: how many recent prefixes / pending next-token distributions to keep (≥ 4 × batch).
+        cache: how many recent prefix → node lookups to keep.
+        pending: how many parents' next-token distributions (one ``(vocab,)`` copy each) to keep until
+            their sampled child is created; must exceed the batch size (memory: at most
+            ``pending × vocab × 8`` bytes).
 
     Raises:
         TrieMismatchError: ``trie`` was built for another model, grammar, prompt or setting.
@@ -268,7 +271,7 @@ class AsapPhi:
 
     def __init__(self, trie: PhiTrie | str | os.PathLike[str] | None = None, *,
                  identity: dict[str, Any] | None = None, eos_ids: Sequence[int] = (),
-                 cache: int = 4096) -> None:
+                 cache: int = 4096, pending: int = 128) -> None:
         from .trie_io import check_identity, load_trie
 
         self.path: str | None = None
@@ -292,8 +295,9 @@ class AsapPhi:
         self.eos = frozenset(int(e) for e in eos_ids)
         self._eos_arr = np.asarray(sorted(self.eos), dtype=np.int64)
         self._cap = max(64, int(cache))
+        self._pending_cap = max(8, int(pending))
         self._recent: dict[tuple[int, ...], int] = {}
-        self._pending: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._pending: dict[int, np.ndarray] = {}
 
     # --- PhiEstimator ---------------------------------------------------------------------------
 
@@ -301,8 +305,8 @@ class AsapPhi:
         """``Φ̂(prefix·t)`` for every token: ``(vocab,)`` float64 in ``[0, 1]``.
 
         ``mask`` as float, with every visited child overwritten by its current ``Φ̂``.  Also expands the
-        node of ``prefix`` (records ``M``) and remembers ``p(·|prefix)`` over the allowed tokens until
-        the chosen child is created.
+        node of ``prefix`` (records ``M``) and keeps a copy of ``log p(·|prefix)`` until
+        the chosen child is created (a bounded LRU of ``pending`` entries).
 
         Args:
             prefix: ids generated after the prompt.
@@ -316,16 +320,15 @@ class AsapPhi:
         mask = np.asarray(mask, dtype=bool)
         if logp.shape != mask.shape or logp.ndim != 1:
             raise InvalidArgumentError(f"logp {logp.shape} and mask {mask.shape} must both be (vocab,)")
-        key = tuple(int(t) for t in prefix)
+        key = tuple(map(int, prefix))
         node = self._node_for(key)
-        idx = np.flatnonzero(mask)
-        pv = np.exp(logp[idx])
         trie = self.trie
         if math.isnan(trie.mass[node]):
-            is_eos = np.isin(idx, self._eos_arr)
-            trie.expand(node, float(pv.sum()), float(pv[is_eos].sum()),
-                        int(np.count_nonzero((pv > 0) & ~is_eos)))
-        self._remember(self._pending, node, (idx, pv))
+            pv = np.exp(logp[mask])
+            pe = np.exp(logp[self._eos_arr[mask[self._eos_arr]]])
+            trie.expand(node, float(pv.sum()), float(pe.sum()),
+                        int(np.count_nonzero(pv > 0)) - int(np.count_nonzero(pe > 0)))
+        self._remember(self._pending, node, logp.copy(), self._pending_cap)
         out = mask.astype(np.float64)
         phi, tok = trie.phi, trie.token
         for c in trie.children(node):
@@ -359,10 +362,10 @@ class AsapPhi:
 
     # --- internals -----------------------------------------------------------------------------
 
-    def _remember(self, d: dict, key: Any, value: Any) -> None:
+    def _remember(self, d: dict, key: Any, value: Any, cap: int | None = None) -> None:
         d.pop(key, None)
         d[key] = value
-        if len(d) > self._cap:
+        if len(d) > (cap or self._cap):
             del d[next(iter(d))]
 
     def _node_for(self, key: tuple[int, ...]) -> int:
@@ -386,10 +389,6 @@ class AsapPhi:
                     raise InvalidArgumentError(
                         "ASAp: p(t|u) of a new child is unknown; call child_phi at the parent first "
                         "(or raise the estimator's cache above 4 x batch size)")
-                idx, pv = pend
-                j = int(np.searchsorted(idx, t))
-                if j >= len(idx) or idx[j] != t:
-                    raise InvalidArgumentError(f"ASAp: token {t} was masked at its parent prefix")
-                node = self.trie.add_child(parent, t, float(pv[j]))
+                node = self.trie.add_child(parent, t, math.exp(float(pend[t])))
         self._remember(self._recent, key, node)
         return node
