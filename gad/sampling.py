@@ -32,7 +32,7 @@ from .lm import LanguageModel
 from .phi.base import IndicatorPhi, PhiEstimator
 from .results import Sample
 
-METHODS = ("gcd", "asap", "onestep", "exact")
+METHODS = ("gcd", "indicator", "asap", "onestep", "exact")
 
 
 def _is_compiled(obj: Any) -> bool:
@@ -86,7 +86,7 @@ def _check_args(n: int, max_new_tokens: int, batch_size: int | None, temperature
 def make_estimator(method: str, lm: LanguageModel, compiled: Any, prompt_ids: Sequence[int],
                    trie: Any = None, settings: dict[str, Any] | None = None) -> PhiEstimator:
     """The Φ estimator for ``method``: :class:`IndicatorPhi` for ``"gcd"``, else ``gad.phi.make_estimator``."""
-    if method == "gcd":
+    if method in ("gcd", "indicator"):
         return IndicatorPhi()
     from . import phi
 
@@ -156,7 +156,7 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         prompt: the prompt text (chat template applied when ``chat`` and the model has one), or
             prompt token ids used as is.
         n: number of samples.
-        method: ``"gcd"`` (Φ̂ = mask), ``"asap"``, ``"onestep"`` or ``"exact"`` (see ``gad.phi``).
+        method: ``"gcd"`` (Φ̂ = mask; alias ``"indicator"``), ``"asap"``, ``"onestep"`` or ``"exact"`` (see ``gad.phi``).
         seed: sample ``i`` uses ``numpy.random.default_rng([seed, i])``.
         max_new_tokens: token budget per sample (EOS included); a sample that runs out has
             ``finished=False``.
@@ -184,7 +184,8 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         prompt_ids = lm.encode_prompt(prompt, chat=chat)
     else:
         prompt_ids = [int(t) for t in prompt]
-    settings = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p}
+    bs = int(batch_size or min(n, 8))
+    settings = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p, "batch_size": bs}
     est = make_estimator(method, lm, compiled, prompt_ids, trie=trie, settings=settings)
 
     if speculative is not None:
@@ -200,7 +201,6 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         return out
 
     bar, own_bar = _progress(progress, n)
-    bs = int(batch_size or min(n, 8))
     samples: list[Sample] = []
     try:
         for start in range(0, n, bs):

@@ -113,9 +113,17 @@ def test_seeded_reproducibility() -> None:
         assert s.logprob == pytest.approx(ref, abs=1e-9)
 
 
-def test_empirical_gcd_law_matches_analytic() -> None:
-    lm, comp = toy_lm(), FiniteCompiled(VOCAB, LANG)
-    law = gcd_law(lm, comp)
+def real_compiled():
+    """The same finite language through gad.compile (the lead's matcher), when it is there."""
+    pytest.importorskip("gad.compiler")
+    return gad.compile(gad.Grammar.from_string('start: "a" "b"? "b"? | "b" | "ca"'), VOCAB, cache_dir=False)
+
+
+@pytest.mark.parametrize("which", ["stand-in", "gad.compile"])
+def test_empirical_gcd_law_matches_analytic(which: str) -> None:
+    lm = toy_lm()
+    comp = FiniteCompiled(VOCAB, LANG) if which == "stand-in" else real_compiled()
+    law = gcd_law(lm, FiniteCompiled(VOCAB, LANG))
     assert sum(law.values()) == pytest.approx(1.0)
     n = 3000
     got = Counter(tuple(s.token_ids) for s in sample(lm, comp, "", n=n, seed=0, max_new_tokens=8, batch_size=100))
@@ -176,3 +184,23 @@ def test_real_model_json_samples_parse_and_score(real_lm) -> None:
         ref = float(sum(lp[i, t] for i, t in enumerate(ids)))
         assert s.logprob == pytest.approx(ref, abs=1e-3)
     assert any(s.finished for s in samples) or all(len(s.token_ids) == 48 for s in samples)
+
+
+def test_asap_on_toy_runs_and_learns(tmp_path: Path) -> None:
+    pytest.importorskip("gad.phi.asap")
+    lm, comp = toy_lm(), FiniteCompiled(VOCAB, LANG)
+    path = tmp_path / "trie.bin"
+    out = sample(lm, comp, "", n=20, method="asap", seed=0, max_new_tokens=8, trie=str(path), batch_size=4)
+    assert all(s.finished and s.text in LANG for s in out) and all(s.method == "asap" for s in out)
+    assert path.is_file()  # flushed at the end
+    again = sample(lm, comp, "", n=4, method="asap", seed=1, max_new_tokens=8, trie=str(path))
+    assert all(s.text in LANG for s in again)
+
+
+def test_speculative_is_delegated() -> None:
+    pytest.importorskip("gad.speculative")
+    lm, comp = toy_lm(), real_compiled()
+    out = sample(lm, comp, "", n=6, seed=0, max_new_tokens=8, speculative="forced", draft_k=2)
+    assert len(out) == 6 and all(s.finished and s.text in LANG for s in out)
+    with pytest.raises(InvalidArgumentError):
+        sample(lm, comp, "", n=1, speculative="forced", temperature=0.5)
