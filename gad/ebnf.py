@@ -429,8 +429,21 @@ def _re_char(cp: int) -> str:
 
 
 def _atom_regex(intervals: list[tuple[int, int]]) -> str:
+    """A regex for one atom. Large sets are written as a negated class: interegular (which builds the
+    mask engine's DFAs) expands positive ranges character by character, but handles ``[^...]``
+    cheaply through its "anything else" symbol."""
     if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
         return _re_char(intervals[0][0])
+    size = sum(b - a + 1 for a, b in intervals)
+    if size > (MAX_CODEPOINT + 1) // 2:
+        complement = CharClass(tuple(intervals), negated=True).intervals()
+        if not complement:
+            return "(?:\\x00|[^\\x00])"  # every character
+        return "[^" + _class_body(complement) + "]"
+    return "[" + _class_body(intervals) + "]"
+
+
+def _class_body(intervals: list[tuple[int, int]]) -> str:
     parts = []
     for a, b in intervals:
         if a == b:
@@ -439,7 +452,7 @@ def _atom_regex(intervals: list[tuple[int, int]]) -> str:
             parts.append(_re_char(a) + _re_char(b))
         else:
             parts.append(f"{_re_char(a)}-{_re_char(b)}")
-    return "[" + "".join(parts) + "]"
+    return "".join(parts)
 
 
 def _lark_name(name: str, taken: set[str]) -> str:
@@ -614,7 +627,7 @@ class _Converter:
         return self.emit(e)
 
     def convert(self) -> str:
-        lines = [f"// converted from GBNF {self.g.path} by gad.ebnf (character-level atoms C_i)",
+        lines = ["// converted from GBNF by gad.ebnf (character-level atoms C_i)",
                  f"// start: {START}", ""]
         for name, rhs in self.g.rules.items():
             lines.append(f"{self.names[name]}: {self.emit_top(rhs)}")

@@ -141,7 +141,7 @@ class Grammar:
             elif start not in g.lark_names.values():
                 raise UndefinedSymbolError(f"start rule {start!r} is not defined", symbol=start, path=path)
             rule_names = {v: k for k, v in g.lark_names.items()}
-            positions = {g.lark_names[k]: v for k, v in g.positions.items()}
+            positions = {g.lark_names[k]: v for k, v in g.positions.items()} | dict(g.positions)
         else:
             lark_text = text
             start = start or "start"
@@ -240,6 +240,8 @@ class Grammar:
                                          line=pos[0] if pos else None, column=pos[1] if pos else None) from None
             if "Reduce/Reduce collision" in msg:
                 rules = _dedupe(self._user_name(n) for n in re.findall(r"<(\S+) :", msg))
+                # Lark lists the rules from a set: order them by definition for stable messages
+                rules.sort(key=lambda n: (self._err_pos(n, source_text, positions).get("line") or 1 << 30, n))
                 raise GrammarConflictError(
                     f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}", rules=rules,
                     **self._err_pos(rules[0], source_text, positions)) from None
