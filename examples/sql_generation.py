@@ -1,6 +1,6 @@
 """Text-to-SQL under grammars/sql.lark on Spider questions, checked by sqlglot and SQLite.
 
-    python examples/sql_generation.py [--count 3] [--max-new-tokens 96] [--seed 0] [--model PATH]
+    python examples/sql_generation.py [--count 3] [--max-new-tokens 128] [--seed 0] [--model PATH]
 
 For each question of ../shared/data/spider/dev_queries.jsonl the prompt holds the database schema
 (CREATE TABLE statements built from ../shared/data/spider/tables.json); the SQL is sampled with GCD
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=3, help="number of Spider questions")
     ap.add_argument("--start", type=int, default=0, help="index of the first question")
-    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=None, help="local HF model directory (default: bundled SmolLM2)")
     args = ap.parse_args(argv)
