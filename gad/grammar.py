@@ -20,7 +20,6 @@ Lark stack trace:
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -51,8 +50,6 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 
 
 def _build_lark(text: str, start: str) -> lark.Lark:
-    # Lark logs resolved shift/reduce conflicts at debug level; gad reports them itself.
-    logging.getLogger("lark").setLevel(logging.WARNING)
     return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
 
 

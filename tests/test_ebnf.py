@@ -391,7 +391,7 @@ def small_gbnf(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_gbnf())
 def test_random_gbnf_matches_reference(src: str) -> None:
     ast = parse_ebnf(src)
