@@ -171,7 +171,10 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
     if dtype is None:
         n_params = sum(p.numel() for p in model.parameters())
         tdtype = _torch_dtype(None, dev, n_params)
-    model = model.to(device=dev, dtype=tdtype)
+    try:
+        model = model.to(device=dev, dtype=tdtype)
+    except (RuntimeError, AssertionError) as exc:
+        raise InvalidArgumentError(f"cannot move the model to device {str(dev)!r}: {exc}") from exc
     model.eval()
     return HFLanguageModel(model, tok, name=name)
 
