@@ -1,0 +1,28 @@
+"""Grammar-faithful speculative decoding (BRIEF §4; Future Validity, arXiv 2605.07698).
+
+Drafters propose tokens under the grammar mask; the target verifies them against the Φ-reweighted
+law ``p̃ ∝ p · mask · Φ̂`` with the lossless rule (Leviathan et al. 2022, arXiv 2211.17192; Chen et al.
+2023, arXiv 2302.01318) or a relaxed deterministic rule (arXiv 2606.30265); greedy tree decoding scores
+a whole draft tree in one pass (SpecInfer tree attention).
+
+Entry point: :func:`speculative_sample`; ``gad.sample(..., speculative=NAME)`` delegates to it.
+"""
+
+from .decode import ChainDecoder, speculative_sample
+from .drafters import Drafter, ForcedDrafter, LMDrafter, NgramDrafter, make_drafter, self_drafter
+from .verify import NumpyRng, Rng, tilted, verify_chain
+
+__all__ = [
+    "ChainDecoder",
+    "Drafter",
+    "ForcedDrafter",
+    "LMDrafter",
+    "NgramDrafter",
+    "NumpyRng",
+    "Rng",
+    "make_drafter",
+    "self_drafter",
+    "speculative_sample",
+    "tilted",
+    "verify_chain",
+]
