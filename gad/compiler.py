@@ -36,8 +36,16 @@ from .errors import InvalidArgumentError
 from .lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
 from .vocab import Vocabulary
 
-CACHE_FORMAT = 3
-Stack = tuple[int, ...]
+CACHE_FORMAT = 4
+
+
+def _code_version() -> str:
+    """Hash of the engine's source: a compile cache written by other code is never reused."""
+    h = hashlib.sha256(str(CACHE_FORMAT).encode())
+    for mod in ("lexer.py", "compiler.py"):
+        h.update((Path(__file__).parent / mod).read_bytes())
+    return h.hexdigest()[:16]
+Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
 
 
 @dataclass
@@ -113,6 +121,11 @@ class CompiledGrammar:
         self._build_contexts(lark_obj)
         self._build_vocab_matrix()
         self._roots: dict[tuple[int, int], WalkNode] = {}
+        # parser stacks are interned as a tree (graph-structured stack): id -> (parent id, LR state),
+        # so that a matcher state is two ints and deep nesting costs O(1) per token
+        self._stk_parent: list[int] = [-1]
+        self._stk_state: list[int] = [self.table.start_state]
+        self._stk_index: dict[tuple[int, int], int] = {(-1, self.table.start_state): 0}
         self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
         self._allowed_memo: dict[Stack, int] = {}
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
@@ -189,6 +202,35 @@ class CompiledGrammar:
         return self
 
     # ------------------------------------------------------------------------------------ parser
+    def push(self, parent: Stack, state: int) -> Stack:
+        """The interned stack ``parent`` + ``state``."""
+        key = (parent, state)
+        r = self._stk_index.get(key)
+        if r is None:
+            r = len(self._stk_state)
+            self._stk_index[key] = r
+            self._stk_parent.append(parent)
+            self._stk_state.append(state)
+        return r
+
+    def top(self, stack: Stack) -> int:
+        """The LR state on top of ``stack``."""
+        return self._stk_state[stack]
+
+    def stack_states(self, stack: Stack) -> list[int]:
+        """The LR states of ``stack``, bottom first."""
+        out = []
+        while stack >= 0:
+            out.append(self._stk_state[stack])
+            stack = self._stk_parent[stack]
+        return out[::-1]
+
+    def _reduce(self, s: Stack, act: tuple) -> Stack:
+        parent = self._stk_parent
+        for _ in range(act[1]):
+            s = parent[s]
+        return self.push(s, self.table.actions[self._stk_state[s]][act[2]][1])
+
     def feed(self, stack: Stack, term: str) -> Stack | None:
         """Parser stack after shifting terminal ``term`` (reductions first); None if it is an error."""
         key = (stack, term)
@@ -197,44 +239,38 @@ class CompiledGrammar:
         except KeyError:
             pass
         actions = self.table.actions
-        s = list(stack)
+        s = stack
         out: Stack | None = None
         while True:
-            act = actions[s[-1]].get(term)
+            act = actions[self._stk_state[s]].get(term)
             if act is None:
                 break
             if act[0] == "s":
-                s.append(act[1])
-                out = tuple(s)
+                out = self.push(s, act[1])
                 break
-            n = act[1]
-            if n:
-                del s[-n:]
-            s.append(actions[s[-1]][act[2]][1])
+            s = self._reduce(s, act)
         self._feed_memo[key] = out
         return out
 
     def accepts_end(self, stack: Stack) -> bool:
         """Does the parser accept end of input from ``stack``?"""
         actions = self.table.actions
-        s = list(stack)
         end = self.table.end_state
+        s = stack
         while True:
-            if s[-1] == end:
+            top = self._stk_state[s]
+            if top == end:
                 return True
-            act = actions[s[-1]].get("$END")
+            act = actions[top].get("$END")
             if act is None or act[0] == "s":
                 return False
-            n = act[1]
-            if n:
-                del s[-n:]
-            s.append(actions[s[-1]][act[2]][1])
+            s = self._reduce(s, act)
 
     def allowed_bits(self, stack: Stack) -> int:
         """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
         r = self._allowed_memo.get(stack)
         if r is None:
-            dfa = self.ctx(self.state_ctx[stack[-1]])
+            dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
             r = 0
             for i, name in enumerate(dfa.names):
                 if not dfa.ignore[i] and self.feed(stack, name) is not None:
@@ -368,7 +404,7 @@ class CompiledGrammar:
             return m
         self.stats["mask_misses"] += 1
         m = np.zeros(self.vocab_size, dtype=bool)
-        cid = self.state_ctx[stack[-1]]
+        cid = self.state_ctx[self._stk_state[stack]]
         self._fill(m, stack, cid, self.root(cid, d))
         if self.is_complete(stack, d):
             m[self._eos] = True
@@ -397,7 +433,7 @@ class CompiledGrammar:
                 nstack = self.feed(stack, dfa.names[w])
             if nstack is None:
                 continue
-            ncid = self.state_ctx[nstack[-1]]
+            ncid = self.state_ctx[self._stk_state[nstack]]
             child = node.children.get((w, ncid))
             if child is None:
                 child = self._walk(ncid, START, tok, off)
@@ -410,7 +446,7 @@ class CompiledGrammar:
 
         Returns the new state, or None when ``data`` makes the prefix non-viable.
         """
-        cid = self.state_ctx[stack[-1]]
+        cid = self.state_ctx[self._stk_state[stack]]
         dfa = self.ctx(cid)
         for b in data:
             nd = dfa.rows[d][b]
@@ -423,7 +459,7 @@ class CompiledGrammar:
                     if ns is None:
                         return None
                     stack = ns
-                    cid = self.state_ctx[stack[-1]]
+                    cid = self.state_ctx[self._stk_state[stack]]
                     dfa = self.ctx(cid)
                 nd = dfa.rows[START][b]
                 if nd == DEAD:
@@ -439,7 +475,7 @@ class CompiledGrammar:
         """Is the text read so far a sentence of the grammar (end of input allowed here)?"""
         if d == START:
             return self.accepts_end(stack)
-        dfa = self.ctx(self.state_ctx[stack[-1]])
+        dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
         w = dfa.winner_list[d]
         if w < 0:
             return False
@@ -452,8 +488,8 @@ class CompiledGrammar:
 
     @property
     def initial_state(self) -> tuple[Stack, int]:
-        """The matcher state before any token: ``((start_state,), START)``."""
-        return (self.table.start_state,), START
+        """The matcher state before any token: ``(stack id 0 = [start state], START)``."""
+        return 0, START
 
     def matcher(self):
         """A fresh per-request :class:`gad.matcher.Matcher`."""
@@ -514,7 +550,7 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     path: Path | None = None
     if cache_dir is not False:
         base = Path(cache_dir) if cache_dir else default_cache_dir()
-        key = hashlib.sha256(f"{CACHE_FORMAT}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
+        key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
                              ).hexdigest()[:32]
         path = base / "compiled" / f"{key}.pkl"
         if path.exists():
