@@ -451,16 +451,12 @@ class CompiledGrammar:
         for b in data:
             nd = dfa.rows[d][b]
             if nd == DEAD:
-                w = dfa.winner_list[d]
-                if w < 0:
+                ns = self._close(stack, dfa, d)
+                if ns is None:
                     return None
-                if not dfa.ignore[w]:
-                    ns = self.feed(stack, dfa.names[w])
-                    if ns is None:
-                        return None
+                if ns != stack:
                     stack = ns
-                    cid = self.state_ctx[self._stk_state[stack]]
-                    dfa = self.ctx(cid)
+                    dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
                 nd = dfa.rows[START][b]
                 if nd == DEAD:
                     return None
@@ -475,16 +471,18 @@ class CompiledGrammar:
         """Is the text read so far a sentence of the grammar (end of input allowed here)?"""
         if d == START:
             return self.accepts_end(stack)
-        dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+        ns = self._close(stack, self.ctx(self.state_ctx[self._stk_state[stack]]), d)
+        return ns is not None and self.accepts_end(ns)
+
+    def _close(self, stack: Stack, dfa: LexerDFA, d: int) -> Stack | None:
+        """Close the open lexeme (automaton state ``d``) and feed its winner to the parser.
+
+        Returns the new stack (the same one for an ignored lexeme), or None if the lexeme is not
+        accepted by any terminal or the parser cannot shift it."""
         w = dfa.winner_list[d]
         if w < 0:
-            return False
-        if not dfa.ignore[w]:
-            ns = self.feed(stack, dfa.names[w])
-            if ns is None:
-                return False
-            stack = ns
-        return self.accepts_end(stack)
+            return None
+        return stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
 
     @property
     def initial_state(self) -> tuple[Stack, int]:
@@ -547,6 +545,23 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     """
     lark_obj, gobj, start = _lark_of(grammar)
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
+    memo_key = (_grammar_hash(gobj, lark_obj), start, vocab.fingerprint())
+    hit = _MEMO.get(memo_key)
+    if hit is not None:
+        return hit
+    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir)
+    _MEMO[memo_key] = cg
+    while len(_MEMO) > 8:
+        _MEMO.pop(next(iter(_MEMO)))
+    return cg
+
+
+# compiled grammars already built in this process (their warm walks and mask caches are reused)
+_MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
+
+
+def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
+                      cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
     path: Path | None = None
     if cache_dir is not False:
         base = Path(cache_dir) if cache_dir else default_cache_dir()

@@ -171,9 +171,15 @@ def test_special_tokens_never_allowed_and_eos_only_when_complete(json_cg, smollm
 
 def test_compile_cache_round_trip(vocab, tmp_path) -> None:
     g = gad.Grammar.from_file("grammars/json.lark")
+    from gad import compiler
+
+    compiler._MEMO.clear()
     a = gad.compile(g, vocab, cache_dir=tmp_path)
     assert list((tmp_path / "compiled").glob("*.pkl"))
-    b = gad.compile(g, vocab, cache_dir=tmp_path)
+    assert gad.compile(g, vocab, cache_dir=tmp_path) is a  # same process: the same object
+    compiler._MEMO.clear()
+    b = gad.compile(g, vocab, cache_dir=tmp_path)  # from the disk cache
+    assert b is not a
     ids = [i for i in range(0, vocab.size, 997)]
     ma, mb = a.matcher(), b.matcher()
     assert np.array_equal(ma.mask(), mb.mask())
