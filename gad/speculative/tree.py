@@ -291,6 +291,7 @@ def greedy_accept(tree: DraftTree, target_at: Any, eos_ids: Sequence[int]) -> tu
         if c is None:
             return path, g, reached
         path.append(c)
+        node = c
         if g in eos:
             return path, None, reached
 
