@@ -242,9 +242,21 @@ class HFTreeScorer:
         lp = torch.log_softmax(logits[0].double(), dim=-1).cpu().numpy()
         # keep the pending tokens in the cache, drop the tree nodes
         if n_t:
-            self.cache.crop(n_c + n_p)
+            self._crop(n_c + n_p)
         self.cached = full[:]
         return lp[n_p - 1], lp[n_p:]
+
+
+    def _crop(self, new_len: int) -> None:
+        import inspect
+
+        cur = int(self.cache.get_seq_length())
+        if cur <= new_len:
+            return
+        if "tokens_to_remove" in inspect.signature(self.cache.crop).parameters:
+            self.cache.crop(-(cur - new_len))
+        else:  # older transformers: crop(max_length)
+            self.cache.crop(new_len)
 
 
 def make_scorer(lm: Any, prompt: list[int]) -> Any:
