@@ -26,7 +26,7 @@ import pickle
 import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,10 @@ class WalkNode:
     groups: dict[int, tuple[np.ndarray, np.ndarray]]
     children: dict[tuple[int, int], WalkNode]
     groups0: dict[int, np.ndarray] | None = None
+    # dense forms of large token sets, built on first use: (vocab,) end states (0 = not ending
+    # here) and (vocab,) bool membership of each large groups0 set
+    dense_end: np.ndarray | None = None
+    dense0: dict[int, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # tokens whose very first byte closes the current lexeme continue exactly like a whole
@@ -131,6 +135,7 @@ class CompiledGrammar:
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
         self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
         self.mask_cache_size = mask_cache_size
+        self._dense_min = max(64, vocab.size // 8)  # token sets larger than this use dense arrays
         self.stats = {"mask_hits": 0, "mask_misses": 0, "walks": 0}
 
     # ---------------------------------------------------------------------------------- building
@@ -191,15 +196,42 @@ class CompiledGrammar:
         self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
         self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
 
-    def warm(self, all_roots: bool = False) -> CompiledGrammar:
-        """Build every lexer automaton and the token walk from each context's start state
-        (``all_roots``: from every automaton state, so that no later mask walks the whole vocabulary).
+    def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
+        """Build every lexer automaton and the token walk from each context's start state.
+
+        ``all_roots``: also walk from every automaton state, so that no later mask walks the whole
+        vocabulary (≈5 ms per state on 49k tokens); default: when the grammar's automata have at
+        most 1,000 states in all (JSON: ~330; the keyword-heavy SQL grammar: ~4,200 stays lazy).
         """
+        if all_roots is None:
+            all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
         for cid in range(len(self._ctx_specs)):
             dfa = self.ctx(cid)
             for d in range(START, dfa.n_states if all_roots else START + 1):
-                self.root(cid, d)
+                node = self.root(cid, d)
+                if all_roots:
+                    self._warm_children(cid, node, depth=2)
         return self
+
+    def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
+        """Walk ahead the tokens that close a lexeme mid-token, for every context that can follow."""
+        if depth == 0:
+            return
+        dfa = self.ctx(cid)
+        for w, (tok, off) in node.groups.items():
+            nctx = [cid] if dfa.ignore[w] else self._contexts_after(dfa.names[w])
+            for ncid in nctx:
+                child = node.children.get((w, ncid))
+                if child is None:
+                    child = self._walk(ncid, START, tok, off)
+                    node.children[(w, ncid)] = child
+                self._warm_children(ncid, child, depth - 1)
+
+    def _contexts_after(self, term: str) -> list[int]:
+        """Lexer contexts of the LR states entered by shifting ``term``."""
+        states = {a[1] for acts in self.table.actions.values() for t, a in acts.items()
+                  if t == term and a[0] == "s"}
+        return sorted({self.state_ctx[s] for s in states if s in self.state_ctx})
 
     # ------------------------------------------------------------------------------------ parser
     def push(self, parent: Stack, state: int) -> Stack:
@@ -417,7 +449,13 @@ class CompiledGrammar:
     def _fill(self, m: np.ndarray, stack: Stack, cid: int, node: WalkNode) -> None:
         if node.end_tok.size:
             ok = self.ok_states(cid, self.allowed_bits(stack))
-            m[node.end_tok[ok[node.end_state]]] = True
+            if node.end_tok.size > self._dense_min:
+                if node.dense_end is None:
+                    node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
+                    node.dense_end[node.end_tok] = node.end_state
+                m |= ok[node.dense_end]
+            else:
+                m[node.end_tok[ok[node.end_state]]] = True
         if not node.groups and not node.groups0:
             return
         dfa = self.ctx(cid)
@@ -425,7 +463,15 @@ class CompiledGrammar:
             nstack = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
             if nstack is not None:
                 sub = self.mask_for(nstack, START)
-                m[tok] |= sub[tok]
+                if tok.size > self._dense_min:
+                    mem = node.dense0.get(w)
+                    if mem is None:
+                        mem = np.zeros(self.vocab_size, dtype=bool)
+                        mem[tok] = True
+                        node.dense0[w] = mem
+                    m |= sub & mem
+                else:
+                    m[tok] |= sub[tok]
         for w, (tok, off) in node.groups.items():
             if dfa.ignore[w]:
                 nstack: Stack | None = stack
@@ -536,7 +582,9 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
         grammar: a ``gad.Grammar``, a ``lark.Lark`` (``parser='lalr', lexer='contextual'``) or a path.
         tokenizer: a Hugging Face tokenizer or a :class:`gad.vocab.Vocabulary`.
         cache_dir: where compiled tables are cached (default ``$GAD_CACHE_DIR`` or ``~/.cache/gad``);
-            ``False`` disables the disk cache.
+            ``False`` disables the disk cache and the in-process cache (a fresh object every call).
+            Otherwise a grammar already compiled against the same vocabulary in this process is
+            returned as the same object (its warm walks and masks are shared).
         vocab_size, eos_ids: passed to :meth:`Vocabulary.from_tokenizer` for HF tokenizers.
     Returns:
         a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
@@ -546,11 +594,12 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     lark_obj, gobj, start = _lark_of(grammar)
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
     memo_key = (_grammar_hash(gobj, lark_obj), start, vocab.fingerprint())
-    hit = _MEMO.get(memo_key)
+    hit = _MEMO.get(memo_key) if cache_dir is not False else None
     if hit is not None:
         return hit
     cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir)
-    _MEMO[memo_key] = cg
+    if cache_dir is not False:
+        _MEMO[memo_key] = cg
     while len(_MEMO) > 8:
         _MEMO.pop(next(iter(_MEMO)))
     return cg
