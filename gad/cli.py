@@ -65,6 +65,35 @@ def _accept(text: str) -> str:
     return s
 
 
+_DRAFTER_PART = re.compile(r"^(forced|ngram(:[1-9]\d*)?|self(-greedy)?(:[1-9]\d*)?)$", re.IGNORECASE)
+
+
+def check_drafter_spec(spec: str) -> str:
+    """Validate a drafter name the way :func:`gad.speculative.drafters.make_drafter` parses it.
+
+    Accepted: ``forced``, ``ngram[:N]``, ``self[:L]``, ``self-greedy[:L]`` (``N``, ``L`` positive integers),
+    a path to a draft model that exists, or several of these joined by ``+`` (``forced+ngram:3``).
+    Returns the stripped spec.
+
+    Raises:
+        InvalidArgumentError: an empty part, a malformed name, or a path that does not exist (one line,
+            naming ``--speculative``).
+    """
+    text = spec.strip()
+    parts = text.split("+")
+    for part in parts:
+        part = part.strip()
+        if _DRAFTER_PART.match(part):
+            continue
+        if not part:
+            raise InvalidArgumentError(f"--speculative: empty drafter in {spec!r} (expected e.g. forced+ngram)")
+        if not Path(part).exists():
+            raise InvalidArgumentError(
+                f"--speculative: {part!r} is not forced, ngram[:N], self[:L], self-greedy[:L] (joined by '+') "
+                "nor an existing draft model path")
+    return text
+
+
 def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grammar", required=True, metavar="FILE", help="grammar file (.lark, .ebnf, .gbnf)")
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the prompt")
@@ -79,7 +108,8 @@ def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=METHODS, default="gcd", help="sampling law (default gcd)")
     p.add_argument("--trie", default=None, metavar="FILE", help="ASAp trie file (loaded and saved)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
-                   help="speculative decoding: self, forced, ngram or a draft model path")
+                   help="speculative decoding drafter: forced, ngram[:N], self[:L], self-greedy[:L], a draft "
+                        "model path, or several joined by '+' (e.g. forced+ngram)")
     p.add_argument("--draft-k", type=_positive_int, default=4, help="tokens drafted per step (default 4)")
     p.add_argument("--tree", type=_tree, default=None, metavar="m,d", help="greedy tree drafting")
     p.add_argument("--accept", type=_accept, default="lossless",
@@ -149,10 +179,8 @@ def run_sample(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             raise InvalidArgumentError(f"--out: folder does not exist: {folder}")
     speculative: Any = args.speculative
-    if speculative is not None and not re.match(r"^(self|forced|ngram)(:\d+)?$", speculative):
-        if not Path(speculative).exists():
-            raise InvalidArgumentError(f"--speculative: expected self, forced, ngram or a model path; "
-                                       f"not found: {speculative}")
+    if speculative is not None:
+        speculative = check_drafter_spec(speculative)
     if args.tree is not None and speculative is None:
         raise InvalidArgumentError("--tree needs --speculative")
     grammar = gad.Grammar.from_file(args.grammar)

@@ -147,7 +147,8 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
            seed: int = 0, max_new_tokens: int = 256, *, trie: Any = None, batch_size: int | None = None,
            chat: bool = True, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            compiled: Any = None, cache_dir: str | os.PathLike[str] | None = None, progress: Any = False,
-           speculative: Any = None, draft_k: int = 4, tree: Any = None, accept: str = "lossless") -> list[Sample]:
+           speculative: Any = None, draft_k: int = 4, tree: Any = None, accept: str = "lossless",
+           log: bool = False, domain: str | None = None) -> list[Sample]:
     """Draw ``n`` grammatical samples from ``lm`` under ``grammar``.
 
     Args:
@@ -169,7 +170,12 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         cache_dir: compile cache directory (``gad.compile``).
         progress: True for a tqdm bar (samples, tokens/s), or a tqdm-like object with ``update``.
         speculative, draft_k, tree, accept: speculative decoding (``gad.speculative``); ``speculative``
-            names the drafter (``"self"``, ``"forced"``, ``"ngram"``, a model path or a drafter object).
+            names the drafter (``"self[:L]"``, ``"self-greedy[:L]"``, ``"forced"``, ``"ngram[:N]"``, a model
+            path, several joined by ``+`` such as ``"forced+ngram"``, or a drafter object).
+        log, domain: speculative decoding only — ``log=True`` keeps one
+            :class:`gad.speculative.stats.AcceptanceRecord` per verified position in ``stats["log"]``
+            (for :func:`gad.speculative.stats.summarize`); ``domain`` labels those records.  Passing
+            either without ``speculative`` is an error.
     Returns:
         ``n`` :class:`gad.results.Sample`, in order; ``logprob`` sums the **unconstrained** temperature-1
         log-probabilities of the generated tokens, EOS included when finished (nats).
@@ -186,6 +192,9 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         prompt_ids = [int(t) for t in prompt]
     bs = int(batch_size or min(n, 8))
     settings = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p, "batch_size": bs}
+    if speculative is None and (log or domain is not None):
+        raise InvalidArgumentError("log and domain are acceptance-log options of speculative decoding "
+                                   "(argument speculative is None)")
     est = make_estimator(method, lm, compiled, prompt_ids, trie=trie, settings=settings)
 
     if speculative is not None:
@@ -196,7 +205,7 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
 
         out = speculative_sample(lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens,
                                  drafter=speculative, draft_k=draft_k, tree=tree, accept=accept,
-                                 estimator=est)
+                                 estimator=est, log=bool(log), domain=domain)
         _flush(est)
         return out
 

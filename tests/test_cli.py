@@ -84,3 +84,27 @@ def test_eval_subcommand_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
         main(["eval", "--help"])
     assert exc.value.code == 0
     assert "--task" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["self", "self:8", "self-greedy", "self-greedy:16", "forced", "ngram", "ngram:3",
+                                  "forced+ngram", "forced+ngram:2", "forced+self-greedy:8", "Forced + NGRAM"])
+def test_speculative_accepts_make_drafter_names(spec: str) -> None:
+    from gad.cli import check_drafter_spec
+
+    assert check_drafter_spec(spec) == spec.strip()
+
+
+def test_speculative_accepts_existing_path(tmp_path: Path) -> None:
+    from gad.cli import check_drafter_spec
+
+    assert check_drafter_spec(str(tmp_path)) == str(tmp_path)
+    assert check_drafter_spec(f"forced+{tmp_path}") == f"forced+{tmp_path}"
+
+
+@pytest.mark.parametrize("spec,needle", [("ngram:x", "ngram:x"), ("ngram:0", "ngram:0"), ("self:", "self:"),
+                                         ("forced+", "empty drafter"), ("magic", "magic"),
+                                         ("forced+/no/such/model", "/no/such/model")])
+def test_bad_speculative_exit_2(spec: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--speculative", spec])
+    assert rc == 2
+    _one_line_error(capsys, "--speculative", needle)
