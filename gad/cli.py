@@ -94,6 +94,14 @@ def check_drafter_spec(spec: str) -> str:
     return text
 
 
+def _drafter_type(text: str) -> str:
+    """argparse type for drafter names (:func:`check_drafter_spec`)."""
+    try:
+        return check_drafter_spec(text)
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--speculative: ")) from None
+
+
 def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grammar", required=True, metavar="FILE", help="grammar file (.lark, .ebnf, .gbnf)")
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the prompt")

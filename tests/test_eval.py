@@ -113,3 +113,124 @@ def test_harness_exact_task_kl_ordering(tmp_path) -> None:
     assert info["asap"]["kl_final"] < 0.1 < info["gcd"]["kl_final"]
     assert info["gcd"]["tv_final"] > 0.8
     assert set(info["gcd"]["kl_at"]) == {"100"}
+
+
+def _gcd_law_texts(lm, compiled, max_len: int) -> dict[str, float]:
+    """The exact mask-only (GCD) output law μ_proj over texts, by recursion over viable prefixes."""
+    import numpy as np
+
+    out: dict[str, float] = {}
+    eos = set(compiled.vocab.eos_ids)
+
+    def rec(prefix: list[int], m, q: float) -> None:
+        p = np.exp(lm.logprobs([prefix])[0])
+        mask = np.asarray(m.mask(), dtype=bool)
+        z = p[mask].sum()
+        for t in np.flatnonzero(mask & (p > 0)).tolist():
+            if t in eos:
+                s = compiled.vocab.decode(prefix).decode()
+                out[s] = out.get(s, 0.0) + q * p[t] / z
+            elif len(prefix) < max_len:
+                c = m.fork()
+                c.accept_token(t)
+                rec(prefix + [t], c, q * p[t] / z)
+
+    rec([], compiled.matcher(), 1.0)
+    return out
+
+
+def _tv_noise(law: dict[str, float], n: int) -> float:
+    """Expected TV between ``law`` and an n-sample empirical law (normal approximation per outcome)."""
+    return 0.5 * sum(math.sqrt(2 * p * (1 - p) / (math.pi * n)) for p in law.values())
+
+
+def test_harness_speculative_methods_exact_task(tmp_path) -> None:
+    """spec-gcd samples the GCD law (its KL to Q* is GCD's gap), spec-exact samples Q*; acceptance fields."""
+    from gad.eval.tasks import Task
+    from gad.eval.toys import gad_binary
+    from gad.phi.exact import enumerate_language
+
+    lm, _ = gad_binary()
+    task = Task(name="toy-binary", kind="exact", prompt="", regex="00000|1[01]+", max_new_tokens=10,
+                exact_max_len=8)
+    n = 300
+    s = ev.run([task], ["gcd", "spec-gcd", "spec-exact"], n, model=lm, out_dir=tmp_path, batch_size=1,
+               progress=False)
+    info = s["tasks"]["toy-binary"]["methods"]
+    compiled = task.compile(lm.vocab)
+    enum = enumerate_language(lm, compiled, [], max_len=8)
+    q_star = {b.decode(): q for b, q in enum.q_strings().items()}
+    mu = _gcd_law_texts(lm, compiled, 8)
+    assert sum(mu.values()) == pytest.approx(1.0) and sum(q_star.values()) == pytest.approx(1.0)
+    gap_kl = metrics.kl_divergence(mu, q_star)
+    gap_tv = metrics.total_variation(mu, q_star)
+    assert gap_kl > 5 and gap_tv > 0.85                       # the GCD gap on this task is large
+    for m in ("gcd", "spec-gcd"):                             # both sample μ_proj: KL to Q* ≈ the gap
+        assert info[m]["kl_final"] == pytest.approx(gap_kl, abs=0.3)
+        assert info[m]["tv_final"] == pytest.approx(gap_tv, abs=3 * _tv_noise(mu, n))
+    assert info["spec-exact"]["tv_final"] < 2.5 * _tv_noise(q_star, n) < 0.2   # Q* up to sampling noise
+    assert info["spec-exact"]["kl_final"] < 0.1
+    # the empirical law of spec-gcd is μ_proj up to noise (samples.jsonl)
+    rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    spec_texts = [r["text"] for r in rows if r["method"] == "spec-gcd" and r["finished"]]
+    assert len(spec_texts) == n
+    assert metrics.total_variation(metrics.empirical(spec_texts), mu) < 2.5 * _tv_noise(mu, n)
+    # acceptance statistics next to KL/TV
+    assert "acceptance_rate" not in info["gcd"]
+    for m in ("spec-gcd", "spec-exact"):
+        a = info[m]
+        assert a["drafter"] == "forced+ngram" and a["rule"] == "lossless" and a["draft_k"] == 4
+        assert 0 <= a["acceptance_rate"] <= 1 and a["accepted"] <= a["drafted"]
+        assert 0 <= a["mean_accepted"] <= a["mean_accepted_with_bonus"] <= a["mean_accepted"] + 1
+        assert a["passes_per_token"] == pytest.approx(a["target_passes"] / a["tokens"])
+        assert a["tokens"] == sum(len(r["token_ids"]) + 1 for r in rows if r["method"] == m)  # all finished
+        assert a["certified_share"] is None                   # the lossless rule has no certificate
+    # mask-only drafts of forced zeros are accepted far more often than under Φ-reweighting
+    assert info["spec-gcd"]["acceptance_rate"] > 0.8 > info["spec-exact"]["acceptance_rate"]
+    assert info["spec-gcd"]["passes_per_token"] < 0.5
+    with open(tmp_path / "summary.csv") as f:
+        table = {r["method"]: r for r in csv.DictReader(f)}
+    assert float(table["spec-gcd"]["acceptance_rate"]) == pytest.approx(info["spec-gcd"]["acceptance_rate"])
+    assert table["gcd"]["acceptance_rate"] == ""
+
+
+def test_harness_speculative_settings_and_certificates(tmp_path) -> None:
+    """--accept greedy / --draft-k / --drafter reach the spec methods; certificates are logged."""
+    from gad.eval.tasks import Task
+    from gad.eval.toys import gad_binary
+
+    lm, _ = gad_binary()
+    task = Task(name="toy-binary", kind="exact", prompt="", regex="00000|1[01]+", max_new_tokens=10,
+                exact_max_len=8)
+    s = ev.run([task], ["spec-gcd", "spec-asap"], 20, model=lm, out_dir=tmp_path, progress=False,
+               speculative={"accept": "greedy", "draft_k": 2, "drafter": "forced"})
+    for m in ("spec-gcd", "spec-asap"):
+        a = s["tasks"]["toy-binary"]["methods"][m]
+        assert a["rule"] == "greedy" and a["draft_k"] == 2 and a["drafter"] == "forced"
+        assert a["certified_share"] is not None and 0 <= a["certified_share"] <= 1
+    assert (tmp_path / "tries" / "toy-binary__spec-asap.trie").exists()
+    with pytest.raises(InvalidArgumentError, match="draft_k"):
+        ev.run([task], ["spec-gcd"], 2, model=lm, out_dir=tmp_path, progress=False, speculative={"draft_k": 0})
+
+
+def test_eval_cli_prints_acceptance_next_to_kl(tmp_path, capsys) -> None:
+    from gad.cli import main
+
+    rc = main(["eval", "--task", "dyck3", "--method", "gcd", "spec-gcd", "-n", "6", "--out", str(tmp_path),
+               "--no-progress", "--drafter", "forced+ngram:2", "--draft-k", "2", "--accept", "topm:2"])
+    assert rc == 0
+    out = capsys.readouterr().out.splitlines()
+    lines = [json.loads(x) for x in out if x.startswith("{")]
+    spec = next(x for x in lines if x["method"] == "spec-gcd")
+    assert spec["drafter"] == "forced+ngram" and spec["rule"] == "topm:2" and spec["draft_k"] == 2
+    assert {"kl_final", "tv_final", "acceptance_rate", "mean_accepted", "mean_accepted_with_bonus",
+            "passes_per_token", "certified_share"} <= set(spec)
+    assert "acceptance_rate" not in next(x for x in lines if x["method"] == "gcd")
+    header = next(x for x in out if x.startswith("task "))
+    for col in ("KL", "TV", "acc.rate", "len+bonus", "pass/tok", "cert|acc"):
+        assert col in header
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--task", "dyck3", "--drafter", "ngram:x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--drafter" in err

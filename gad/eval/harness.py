@@ -11,8 +11,22 @@ arXiv 2405.21047) with a sliding window.  Files written (each atomically) under 
 * ``summary.json`` — per task and method: n, share_finished, mean_logprob, valid_rate, kl_at
   {100, 500, 1000}, kl_final, tv_final (exact), expectation_final, the curves; per exact task ``Z``
   and the enumeration bound;
+  speculative methods (``spec-gcd``, ``spec-asap``, ``spec-exact``) add their acceptance statistics
+  (``acceptance_rate``, ``mean_accepted``, ``mean_accepted_with_bonus``, ``passes_per_token``,
+  ``certified_share``, ``drafter``, ``rule``, ``draft_k``; see :func:`acceptance_fields`);
 * ``summary.csv`` — one row per (task, method) with the scalar columns;
 * ``plots/<task>_kl.png`` and ``plots/<task>_expectation.png``.
+
+Speculative methods (BRIEF §4) run :func:`gad.speculative.speculative_sample` with a drafter (default
+``forced+ngram``), an acceptance rule (default ``lossless``) and ``draft_k`` (default 4), all settable
+through ``run(..., speculative={"drafter": …, "accept": …, "draft_k": …})``:
+
+* ``spec-gcd`` — mask-only verification (``IndicatorPhi``): samples the GCD law μ_proj (lossless rule);
+* ``spec-asap`` — verification against ``p · mask · Φ̂`` with the ASAp trie (``gad.phi.make_estimator``),
+  which learns from each finished sample as non-speculative ASAp does (its trie is kept apart from
+  ``asap``'s, under ``tries/<task>__spec-asap.trie``);
+* ``spec-exact`` — the exact Φ (enumerated to the task's ``exact_max_len`` on exact tasks): samples
+  ``Q*`` under the lossless rule.
 
 Exact-task truncation: ``Q*`` is enumerated up to ``Task.exact_max_len`` tokens; samples longer than
 that are outside its support and are excluded from KL/TV (their share is reported as
@@ -22,6 +36,8 @@ that are outside its support and are excluded from KL/TV (their share is reporte
 from __future__ import annotations
 
 import csv
+import dataclasses
+import inspect
 import io
 import json
 import math
@@ -46,7 +62,10 @@ def register_method(name: str, fn: MethodFn) -> None:
     """Register a sampling method for the harness.
 
     ``fn(lm, compiled, prompt_ids, *, n, seed, max_new_tokens, batch_size, trie, progress)`` must return
-    ``n`` :class:`gad.results.Sample` (``logprob`` under the unconstrained model).
+    ``n`` :class:`gad.results.Sample` (``logprob`` under the unconstrained model).  A function that also
+    takes a ``speculative`` keyword gets the run's speculative settings (``drafter``, ``accept``,
+    ``draft_k``, and ``exact_max_len`` on exact tasks).  Samples whose ``stats`` carry an acceptance
+    ``log`` get acceptance statistics in the summary (:func:`acceptance_fields`).
     """
     _METHODS[name] = fn
 
@@ -65,6 +84,95 @@ def _gad_method(name: str) -> MethodFn:
 
 for _m in ("gcd", "asap", "onestep", "exact"):
     register_method(_m, _gad_method(_m))
+
+SPEC_DEFAULTS: dict[str, Any] = {"drafter": "forced+ngram", "accept": "lossless", "draft_k": 4}
+_STEP_STRIDE = 1_000_000  # acceptance-log step ids: sample i uses i * _STEP_STRIDE + its step number
+
+
+def _spec_method(phi: str) -> MethodFn:
+    """A speculative method verifying against ``p · mask · Φ̂`` with the Φ estimator ``phi``.
+
+    Extra keyword ``speculative``: ``{"drafter", "accept", "draft_k", "exact_max_len"}`` (defaults
+    :data:`SPEC_DEFAULTS`).  Samples carry ``stats["log"]`` (acceptance records; steps renumbered so they
+    are unique over the run).  ``batch_size`` is ignored (one sample at a time).
+    """
+
+    def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
+           batch_size: int | None, trie: Any, progress: Any, speculative: dict[str, Any] | None = None,
+           ) -> list[Sample]:
+        from ..phi import make_estimator
+        from ..speculative import speculative_sample
+        from ..speculative.verify import NumpyRng
+
+        opts = {**SPEC_DEFAULTS, **(speculative or {})}
+        settings: dict[str, Any] = {"batch_size": 1}
+        if phi == "exact" and opts.get("exact_max_len") is not None:
+            settings["exact_max_len"] = int(opts["exact_max_len"])
+        est = make_estimator(phi, lm=lm, compiled=compiled, prompt_ids=list(prompt_ids),
+                             trie=trie if phi == "asap" else None, settings=settings)
+        from ..speculative.drafters import make_drafter
+
+        drafter = make_drafter(opts["drafter"], lm, int(opts["draft_k"]))
+        rng = NumpyRng(seed)
+        out: list[Sample] = []
+        for i in range(n):
+            s = speculative_sample(lm, compiled, prompt_ids, n=1, seed=rng, max_new_tokens=max_new_tokens,
+                                   drafter=drafter, draft_k=int(opts["draft_k"]), accept=opts["accept"],
+                                   estimator=est, log=True, domain=None)[0]
+            s.stats["log"] = [dataclasses.replace(r, step=i * _STEP_STRIDE + r.step) for r in s.stats["log"]]
+            s.method = f"spec-{phi}"
+            out.append(s)
+            if progress:
+                progress.update(1)
+        flush = getattr(est, "flush", None)
+        if callable(flush):
+            flush()
+        return out
+
+    fn.speculative = True  # type: ignore[attr-defined]
+    return fn
+
+
+for _m in ("gcd", "asap", "exact"):
+    register_method(f"spec-{_m}", _spec_method(_m))
+
+
+def acceptance_fields(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Acceptance statistics of speculative samples (empty dict when none carries an acceptance log).
+
+    * ``acceptance_rate`` — accepted / reached draft positions (:func:`gad.speculative.stats.summarize`);
+    * ``mean_accepted`` / ``mean_accepted_with_bonus`` — accepted draft tokens per verification step,
+      without / with the target's own token (correction or bonus) that ends every step;
+    * ``passes_per_token`` — target forward passes (prompt pass included) / generated tokens (EOS counted);
+    * ``certified_share`` — share of accepted positions whose ``KL(p̃‖q) < C_p`` (the rule's
+      certificate); None under the lossless rule, which has no certificate;
+    * ``drafted``, ``accepted``, ``target_passes``, ``tokens`` — totals; ``drafter``, ``rule``, ``draft_k``.
+    """
+    logs = [s.stats.get("log") for s in samples]
+    if not samples or any(x is None for x in logs):
+        return {}
+    from ..speculative.stats import summarize
+
+    recs = [r for x in logs for r in x]  # type: ignore[union-attr]
+    summ = summarize(recs, by=None).get("all")
+    passes = sum(int(s.stats.get("target_passes", 0)) for s in samples)
+    tokens = sum(int(s.stats.get("tokens", len(s.token_ids) + int(s.finished))) for s in samples)
+    first = samples[0].stats
+    return {
+        "acceptance_rate": _finite(summ.acceptance_rate) if summ else None,
+        "mean_accepted": _finite(summ.mean_accepted) if summ else None,
+        "mean_accepted_with_bonus": _finite(summ.mean_accepted_with_bonus) if summ else None,
+        "passes_per_token": passes / tokens if tokens else None,
+        "certified_share": _finite(summ.certified_share_of_accepted) if summ else None,
+        "drafted": sum(int(s.stats.get("drafted", 0)) for s in samples),
+        "accepted": sum(int(s.stats.get("accepted", 0)) for s in samples),
+        "target_passes": passes, "tokens": tokens,
+        "drafter": first.get("drafter"), "rule": first.get("rule"), "draft_k": first.get("draft_k"),
+    }
+
+
+SPEC_COLUMNS = ("acceptance_rate", "mean_accepted", "mean_accepted_with_bonus", "passes_per_token",
+                "certified_share", "drafter", "rule", "draft_k")
 
 
 def method_names() -> list[str]:
@@ -105,7 +213,8 @@ def _finite(x: float | None) -> float | None:
 def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: Any = "toy",
         out_dir: str | os.PathLike[str] = "gad-eval", seed: int = 0, batch_size: int | None = None,
         max_new_tokens: int | None = None, window: int = 500, progress: bool = True,
-        persist_tries: bool = True, exact_node_budget: int = 200_000) -> dict[str, Any]:
+        persist_tries: bool = True, exact_node_budget: int = 200_000,
+        speculative: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evaluate ``methods`` on ``tasks`` with ``n`` samples each; write the files listed above.
 
     Args:
@@ -121,6 +230,8 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         progress: tqdm bar per (task, method) showing samples/s.
         persist_tries: keep ASAp tries under ``out_dir/tries`` (reused by a rerun).
         exact_node_budget: node budget of the exact enumeration.
+        speculative: settings of the ``spec-*`` methods: ``drafter`` (a ``make_drafter`` name, default
+            ``forced+ngram``), ``accept`` (``lossless`` or a relaxed rule), ``draft_k`` (default 4).
     Returns:
         the summary dict (also written to ``summary.json``).
     Raises:
@@ -133,6 +244,12 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
     for m in methods:
         if m not in _METHODS:
             raise InvalidArgumentError(f"unknown method {m!r}; known: {', '.join(method_names())}")
+    spec_opts = {**SPEC_DEFAULTS, **(speculative or {})}
+    unknown = set(spec_opts) - set(SPEC_DEFAULTS)
+    if unknown:
+        raise InvalidArgumentError(f"speculative: unknown settings {sorted(unknown)}; known: {sorted(SPEC_DEFAULTS)}")
+    if not isinstance(spec_opts["draft_k"], int) or spec_opts["draft_k"] < 1:
+        raise InvalidArgumentError(f"speculative: draft_k must be a positive integer, got {spec_opts['draft_k']!r}")
     task_objs = [get_task(t) for t in tasks]
     lm = _resolve_model(model)
     out = Path(out_dir)
@@ -160,9 +277,14 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         per_method: dict[str, list[Sample]] = {}
         for m in methods:
             trie = None
-            if m == "asap" and persist_tries:
+            if m in ("asap", "spec-asap") and persist_tries:
                 (out / "tries").mkdir(exist_ok=True)
-                trie = str(out / "tries" / (task.name.replace("/", "__") + ".trie"))
+                suffix = "" if m == "asap" else f"__{m}"
+                trie = str(out / "tries" / (task.name.replace("/", "__") + suffix + ".trie"))
+            extra: dict[str, Any] = {}
+            if "speculative" in inspect.signature(_METHODS[m]).parameters:
+                extra["speculative"] = {**spec_opts, "exact_max_len": task.exact_max_len
+                                        if task.kind == "exact" else None}
             bar = None
             if progress:
                 from tqdm.auto import tqdm
@@ -171,7 +293,8 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
             t0 = time.perf_counter()
             try:
                 samples = _METHODS[m](lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=budget,
-                                      batch_size=batch_size, trie=trie, progress=bar if bar is not None else False)
+                                      batch_size=batch_size, trie=trie, progress=bar if bar is not None else False,
+                                      **extra)
             finally:
                 if bar is not None:
                     bar.close()
@@ -212,6 +335,7 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
                 "expectation_final": _finite(curve["expectation"][-1]) if curve["expectation"] else None,
                 "curve": {k: [_finite(x) if isinstance(x, float) else x for x in v] for k, v in curve.items()},
             })
+            info.update(acceptance_fields(samples))
         curves = {m: tinfo["methods"][m]["curve"] for m in per_method}
         stem = task.name.replace("/", "__")
         kl_label = "KL(empirical || Q*) [nats]" if task.kind == "exact" else f"KL(window {window} || ideal) [nats]"
@@ -223,7 +347,8 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
     _write_text(out / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False))
     buf = io.StringIO()
     cols = ["task", "method", "n", "share_finished", "mean_logprob", "valid_rate", "share_outside_support",
-            "kl_100", "kl_500", "kl_1000", "kl_final", "tv_final", "expectation_final", "seconds"]
+            "kl_100", "kl_500", "kl_1000", "kl_final", "tv_final", "expectation_final", "seconds",
+            *SPEC_COLUMNS]
     w = csv.DictWriter(buf, fieldnames=cols)
     w.writeheader()
     for tname, tinfo in summary["tasks"].items():
