@@ -2,6 +2,7 @@
 
     gad sample --grammar grammars/json.lark --prompt "A JSON record of a cat" -n 2 --out cats.jsonl
     gad eval --task binary-... --method gcd asap -n 200
+    gad accept-stats --domain json sql chat --prompts-per-domain 3 --max-new-tokens 24
 
 Bad arguments and gad errors print one line (``gad: error: …``) on stderr and exit with status 2.
 """
@@ -132,9 +133,9 @@ def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gad`` argument parser (sub-commands ``sample`` and ``eval``)."""
+    """The ``gad`` argument parser (sub-commands ``sample``, ``eval`` and ``accept-stats``)."""
     parser = _Parser(prog="gad", description="Grammar-aligned constrained decoding.")
-    sub = parser.add_subparsers(dest="command", metavar="{sample,eval}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{sample,eval,accept-stats}", parser_class=_Parser)
     sub.required = True
     _add_sample_arguments(sub.add_parser("sample", help="draw grammatical samples from a model"))
     ev = sub.add_parser("eval", help="evaluate sampling methods (gad.eval)")
@@ -145,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
         ev.add_argument("rest", nargs=argparse.REMAINDER)
     else:
         add_arguments(ev)
+    from .speculative.accept_cli import add_arguments as add_accept_arguments
+
+    add_accept_arguments(sub.add_parser(
+        "accept-stats", help="per-domain acceptance statistics of speculative decoding (table + plot)"))
     return parser
 
 
@@ -227,6 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "sample":
             return run_sample(args)
+        if args.command == "accept-stats":
+            from .speculative.accept_cli import run as run_accept_stats
+
+            return int(run_accept_stats(args) or 0)
         return run_eval(args)
     except GadError as exc:
         print(f"gad {args.command}: error: {exc}", file=sys.stderr)
