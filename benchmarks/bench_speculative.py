@@ -8,7 +8,9 @@ device-agnostic (CUDA when available, else CPU).  For every drafter × rule it r
 * acceptance: accepted / drafted draft tokens.
 
 Non-speculative baselines (``gad.sample`` with ``method=gcd`` / ``asap``) do one target pass per token
-(plus the prompt), by construction.  Goal on JSON: <= 0.5 passes/token and >= 1.5x tokens/s vs GCD.
+(plus the prompt), by construction.  GCD runs both first and last (``gcd`` and ``gcd (last)``): the
+first run of a process pays warm-up costs (allocator, kernels, mask caches) that later runs do not, so
+speed-ups are printed against both; trust a speed-up only if it holds against both orders.  Goal on JSON: <= 0.5 passes/token and >= 1.5x tokens/s vs GCD.
 
 Usage::
 
@@ -85,15 +87,23 @@ def main(argv: list[str] | None = None) -> int:
                 tree=tuple(int(x) for x in args.tree.split(",")))])
             add(f"tree{args.tree} {drafter}", "greedy", out, secs)
 
-    base = rows[0]["tok_per_s"]
+    out, secs = _run(lambda: [s for p in prompts for s in gad.sample(
+        lm, None, p, n=1, method="gcd", compiled=compiled, seed=args.seed, max_new_tokens=args.max_new_tokens)])
+    add("gcd (last)", "-", out, secs)
+
+    base_first = rows[0]["tok_per_s"]
+    base_last = rows[-1]["tok_per_s"]
     print()
-    print(f"{'method':30s} {'rule':10s} {'tok/s':>8s} {'speedup':>8s} {'pass/tok':>9s} {'accept':>8s}")
+    print(f"{'method':30s} {'rule':10s} {'tok/s':>8s} {'vs first':>9s} {'vs last':>8s} {'pass/tok':>9s} "
+          f"{'accept':>8s}")
     for r in rows:
-        r["speedup_vs_gcd"] = r["tok_per_s"] / base
-        ok = " *" if r["passes_per_token"] <= 0.5 and r["speedup_vs_gcd"] >= 1.5 else ""
-        print(f"{r['method']:30s} {r['rule']:10s} {r['tok_per_s']:8.2f} {r['speedup_vs_gcd']:7.2f}x "
-              f"{r['passes_per_token']:9.3f} {r['accept_rate']:8.3f}{ok}")
-    print("(* meets the goal: <= 0.5 target passes/token and >= 1.5x tokens/s vs GCD; "
+        r["speedup_vs_gcd"] = r["tok_per_s"] / base_first
+        r["speedup_vs_gcd_last"] = r["tok_per_s"] / base_last
+        worst = min(r["speedup_vs_gcd"], r["speedup_vs_gcd_last"])
+        ok = " *" if r["passes_per_token"] <= 0.5 and worst >= 1.5 else ""
+        print(f"{r['method']:30s} {r['rule']:10s} {r['tok_per_s']:8.2f} {r['speedup_vs_gcd']:8.2f}x "
+              f"{r['speedup_vs_gcd_last']:7.2f}x {r['passes_per_token']:9.3f} {r['accept_rate']:8.3f}{ok}")
+    print("(* meets the goal: <= 0.5 target passes/token and >= 1.5x tokens/s vs GCD run first and last; "
           "GCD/ASAp passes assume one pass per token + the prompt)")
     if args.out:
         with open(args.out, "w") as f:
