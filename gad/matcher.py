@@ -69,6 +69,11 @@ class Matcher:
         """Number of accepted tokens (EOS included)."""
         return len(self.tokens)
 
+    @property
+    def state(self) -> tuple:
+        """The current ``(parser stack id, lexer automaton state)`` of the compiled grammar."""
+        return self._states[-1]
+
     def state_key(self) -> tuple:
         """A hashable key of the current state (equal keys ⇒ equal masks and futures)."""
         return (self._states[-1], self._finished)

@@ -9,15 +9,26 @@ Entry point: :func:`speculative_sample`; ``gad.sample(..., speculative=NAME)`` d
 """
 
 from .decode import ChainDecoder, speculative_sample
-from .drafters import Drafter, ForcedDrafter, LMDrafter, NgramDrafter, make_drafter, self_drafter
+from .drafters import (
+    Drafter,
+    ForcedDrafter,
+    ForcedStringDrafter,
+    LMDrafter,
+    NgramDrafter,
+    forced_bytes,
+    make_drafter,
+    self_drafter,
+)
 from .verify import NumpyRng, Rng, tilted, verify_chain
 
 __all__ = [
     "ChainDecoder",
     "Drafter",
     "ForcedDrafter",
+    "ForcedStringDrafter",
     "LMDrafter",
     "NgramDrafter",
+    "forced_bytes",
     "NumpyRng",
     "Rng",
     "make_drafter",

@@ -231,6 +231,110 @@ class ForcedDrafter(Drafter):
         return q
 
 
+def forced_bytes(matcher: Any, max_bytes: int = 64) -> bytes:
+    """The longest byte string every continuation of ``matcher``'s prefix must start with.
+
+    Byte by byte: while the prefix is not complete (EOS not allowed) and exactly one of the 256 byte
+    values keeps it viable, that byte is forced.  Needs a compiled gad matcher (``matcher.compiled``,
+    ``matcher.state``); returns ``b""`` otherwise or when finished.  Cost: 256 automaton steps per
+    forced byte (no mask computation).
+    """
+    cg = getattr(matcher, "compiled", None)
+    if cg is None or not hasattr(cg, "step_bytes") or matcher.is_finished():
+        return b""
+    stack, d = matcher.state
+    out = bytearray()
+    for _ in range(max_bytes):
+        if cg.is_complete(stack, d):
+            break
+        nxt = None
+        for b in range(256):
+            st = cg.step_bytes(stack, d, bytes((b,)))
+            if st is not None:
+                if nxt is not None:
+                    nxt = None
+                    break
+                nxt = (b, st)
+        if nxt is None:
+            break
+        out.append(nxt[0])
+        stack, d = nxt[1]
+    return bytes(out)
+
+
+class ForcedStringDrafter(Drafter):
+    """Grammar-forced text: draft the canonical tokenization of the string the grammar forces next.
+
+    Where the grammar forces a string (a keyword, a fixed key, ``(str.++ `` in a SyGuS grammar) the
+    mask usually still allows several tokens (every prefix spelling), so :class:`ForcedDrafter` sees
+    nothing forced; this drafter computes the forced bytes (:func:`forced_bytes`), spells them with
+    the tokenizer as the model would (``tokenizer.encode``, else greedy longest match over the
+    vocabulary) and proposes those tokens while the mask allows them, then any single allowed token.
+    ``q`` is one-hot; free to draft, verified by the target like any draft.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (``encode``) or None (greedy longest match).
+        max_bytes: longest forced string computed per call.
+    """
+
+    name = "forced"
+    greedy = True
+
+    def __init__(self, tokenizer: Any = None, eos_ids: Sequence[int] = (), max_bytes: int = 64) -> None:
+        super().__init__(eos_ids)
+        self.tokenizer = tokenizer
+        self.max_bytes = max_bytes
+
+    def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
+        return ForcedDrafter.dist(self, context, mask)  # type: ignore[arg-type]
+
+    def spell(self, data: bytes, vocab: Any) -> list[int]:
+        """Token ids spelling ``data``: the tokenizer's own tokenization, else greedy longest match."""
+        enc = getattr(self.tokenizer, "encode", None)
+        if enc is not None:
+            try:
+                return list(enc(data.decode("utf-8"), add_special_tokens=False))
+            except (UnicodeDecodeError, TypeError):
+                pass
+        index = {t: i for i, t in enumerate(vocab.tokens) if t and i not in vocab.eos_ids}
+        out, i = [], 0
+        while i < len(data):
+            for j in range(len(data), i, -1):
+                if data[i:j] in index:
+                    out.append(index[data[i:j]])
+                    i = j
+                    break
+            else:
+                break
+        return out
+
+    def propose(self, matcher: Any, context: Sequence[int], k: int,
+                rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
+        if k < 0:
+            raise InvalidArgumentError(f"k must be >= 0, got {k}")
+        forced = forced_bytes(matcher, self.max_bytes)
+        plan = self.spell(forced, matcher.compiled.vocab) if forced else []
+        self.calls += 1
+        toks: list[int] = []
+        masks: list[np.ndarray] = []
+        for t in plan[:k]:
+            mask = np.asarray(matcher.mask(), dtype=bool)
+            if not mask[t]:
+                break
+            toks.append(int(t))
+            masks.append(mask)
+            matcher.accept_token(t)
+        rest_tokens, _ = Drafter.propose(self, matcher, list(context) + toks, k - len(toks), rng)
+        if self.last_masks is not None:
+            masks.extend(self.last_masks)
+        toks.extend(rest_tokens)
+        v = int(matcher.compiled.vocab_size)
+        q = np.zeros((len(toks), v))
+        q[np.arange(len(toks)), toks] = 1.0
+        self.last_masks = np.array(masks, dtype=bool).reshape(len(masks), v) if masks else None
+        return toks, q
+
+
 class NgramDrafter(Drafter):
     """Prompt / n-gram lookup: continue the longest earlier match of the context's suffix.
 
@@ -372,7 +476,8 @@ class ChainedDrafter(Drafter):
 
 
 def make_drafter(spec: Any, target: LanguageModel, draft_k: int = 4) -> Drafter:
-    """A drafter from a name: ``self`` / ``self:L`` (``self-greedy[:L]`` drafts the argmax), ``forced``,
+    """A drafter from a name: ``self`` / ``self:L`` (``self-greedy[:L]`` drafts the argmax), ``forced``
+    (the canonical spelling of the grammar-forced string; ``forced-token``: only a single allowed token),
     ``ngram`` / ``ngram:N``, a path to a HF draft model, several joined by ``+`` (``forced+ngram``: at each
     position the first that proposes wins), a :class:`gad.lm.LanguageModel`, or a :class:`Drafter`.
 
@@ -388,6 +493,8 @@ def make_drafter(spec: Any, target: LanguageModel, draft_k: int = 4) -> Drafter:
         name, _, arg = spec.partition(":")
         name = name.strip().lower()
         if name == "forced":
+            return ForcedStringDrafter(getattr(target, "tokenizer", None), eos)
+        if name == "forced-token":
             return ForcedDrafter(eos)
         if name == "ngram":
             return NgramDrafter(int(arg) if arg else 4, eos_ids=eos)
