@@ -154,6 +154,12 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    try:  # gad prints its own progress; transformers' weight-loading bar is noise here
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - old transformers
+        pass
     model_dir, name = _resolve_model_dir(path, cache_dir)
     try:
         dev = torch.device(device) if device is not None else torch.device(
