@@ -187,6 +187,8 @@ def run_sample(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--temperature must be > 0, got {args.temperature}")
     if not Path(args.grammar).is_file():
         raise InvalidArgumentError(f"--grammar: file not found: {args.grammar}")
+    if not args.prompt.strip() and not args.raw:
+        raise InvalidArgumentError("--prompt is empty (with --raw an empty prompt samples unconditioned text)")
     if args.out is not None:
         folder = Path(args.out).parent
         if not folder.is_dir():

@@ -162,7 +162,8 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         max_new_tokens: token budget per sample (EOS included); a sample that runs out has
             ``finished=False``.
         trie: ASAp trie (an object or a path, loaded and saved by the estimator).
-        batch_size: rows decoded together; default ``min(n, 8)``.
+        batch_size: rows decoded together; default ``min(n, 8)``, and 1 for ``"asap"`` (a batch uses the
+            Φ̂ estimates as they stood when it started, so a larger ASAp batch learns less often).
         chat: apply the chat template to a text prompt.
         temperature, top_k, top_p: only when asked — they change the law being sampled (BRIEF §1).
             Temperature scales ``log p``; top-k / top-p act on the constrained weights ``p^(1/T)·Φ̂``.
@@ -190,7 +191,9 @@ def sample(lm: LanguageModel, grammar: Any, prompt: str | Sequence[int], n: int 
         prompt_ids = lm.encode_prompt(prompt, chat=chat)
     else:
         prompt_ids = [int(t) for t in prompt]
-    bs = int(batch_size or min(n, 8))
+    # ASAp learns after each batch: its default batch is 1, the paper's sequential algorithm, so that
+    # every sample uses the estimates refined by all earlier ones; other methods batch up to 8 rows
+    bs = int(batch_size or (1 if method == "asap" else min(n, 8)))
     settings = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p, "batch_size": bs}
     if speculative is None and (log or domain is not None):
         raise InvalidArgumentError("log and domain are acceptance-log options of speculative decoding "
