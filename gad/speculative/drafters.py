@@ -328,10 +328,13 @@ class ForcedStringDrafter(Drafter):
         if self.last_masks is not None:
             masks.extend(self.last_masks)
         toks.extend(rest_tokens)
-        v = int(matcher.compiled.vocab_size)
+        if not toks:
+            self.last_masks = None
+            return toks, np.zeros((0, 0))
+        v = int(masks[0].size)
         q = np.zeros((len(toks), v))
         q[np.arange(len(toks)), toks] = 1.0
-        self.last_masks = np.array(masks, dtype=bool).reshape(len(masks), v) if masks else None
+        self.last_masks = np.array(masks, dtype=bool).reshape(len(masks), v)
         return toks, q
 
 
