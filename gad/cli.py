@@ -66,13 +66,13 @@ def _accept(text: str) -> str:
     return s
 
 
-_DRAFTER_PART = re.compile(r"^(forced|ngram(:[1-9]\d*)?|self(-greedy)?(:[1-9]\d*)?)$", re.IGNORECASE)
+_DRAFTER_PART = re.compile(r"^(forced(-token)?|ngram(:[1-9]\d*)?|self(-greedy)?(:[1-9]\d*)?)$", re.IGNORECASE)
 
 
 def check_drafter_spec(spec: str) -> str:
     """Validate a drafter name the way :func:`gad.speculative.drafters.make_drafter` parses it.
 
-    Accepted: ``forced``, ``ngram[:N]``, ``self[:L]``, ``self-greedy[:L]`` (``N``, ``L`` positive integers),
+    Accepted: ``forced``, ``forced-token``, ``ngram[:N]``, ``self[:L]``, ``self-greedy[:L]`` (``N``, ``L`` positive integers),
     a path to a draft model that exists, or several of these joined by ``+`` (``forced+ngram:3``).
     Returns the stripped spec.
 
@@ -90,7 +90,7 @@ def check_drafter_spec(spec: str) -> str:
             raise InvalidArgumentError(f"--speculative: empty drafter in {spec!r} (expected e.g. forced+ngram)")
         if not Path(part).exists():
             raise InvalidArgumentError(
-                f"--speculative: {part!r} is not forced, ngram[:N], self[:L], self-greedy[:L] (joined by '+') "
+                f"--speculative: {part!r} is not forced, forced-token, ngram[:N], self[:L], self-greedy[:L] (joined by '+') "
                 "nor an existing draft model path")
     return text
 
@@ -117,7 +117,7 @@ def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=METHODS, default="gcd", help="sampling law (default gcd)")
     p.add_argument("--trie", default=None, metavar="FILE", help="ASAp trie file (loaded and saved)")
     p.add_argument("--speculative", default=None, metavar="DRAFTER",
-                   help="speculative decoding drafter: forced, ngram[:N], self[:L], self-greedy[:L], a draft "
+                   help="speculative decoding drafter: forced, forced-token, ngram[:N], self[:L], self-greedy[:L], a draft "
                         "model path, or several joined by '+' (e.g. forced+ngram)")
     p.add_argument("--draft-k", type=_positive_int, default=4, help="tokens drafted per step (default 4)")
     p.add_argument("--tree", type=_tree, default=None, metavar="m,d", help="greedy tree drafting")

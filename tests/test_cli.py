@@ -87,7 +87,8 @@ def test_eval_subcommand_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("spec", ["self", "self:8", "self-greedy", "self-greedy:16", "forced", "ngram", "ngram:3",
-                                  "forced+ngram", "forced+ngram:2", "forced+self-greedy:8", "Forced + NGRAM"])
+                                  "forced+ngram", "forced+ngram:2", "forced+self-greedy:8", "Forced + NGRAM",
+                                  "forced-token+ngram"])
 def test_speculative_accepts_make_drafter_names(spec: str) -> None:
     from gad.cli import check_drafter_spec
 

@@ -203,10 +203,10 @@ def test_harness_speculative_settings_and_certificates(tmp_path) -> None:
     task = Task(name="toy-binary", kind="exact", prompt="", regex="00000|1[01]+", max_new_tokens=10,
                 exact_max_len=8)
     s = ev.run([task], ["spec-gcd", "spec-asap"], 20, model=lm, out_dir=tmp_path, progress=False,
-               speculative={"accept": "greedy", "draft_k": 2, "drafter": "forced"})
+               speculative={"accept": "greedy", "draft_k": 2, "drafter": "forced-token"})
     for m in ("spec-gcd", "spec-asap"):
         a = s["tasks"]["toy-binary"]["methods"][m]
-        assert a["rule"] == "greedy" and a["draft_k"] == 2 and a["drafter"] == "forced"
+        assert a["rule"] == "greedy" and a["draft_k"] == 2 and a["drafter"] == "forced"  # ForcedDrafter.name
         assert a["certified_share"] is not None and 0 <= a["certified_share"] <= 1
     assert (tmp_path / "tries" / "toy-binary__spec-asap.trie").exists()
     with pytest.raises(InvalidArgumentError, match="draft_k"):

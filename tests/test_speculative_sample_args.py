@@ -12,7 +12,7 @@ from gad.speculative.stats import AcceptanceRecord, summarize
 
 def test_sample_passes_log_and_domain_to_speculative() -> None:
     lm, grammar = gad_binary()
-    out = gad.sample(lm, grammar, [], n=3, seed=1, max_new_tokens=10, speculative="forced+ngram", draft_k=3,
+    out = gad.sample(lm, grammar, [], n=3, seed=1, max_new_tokens=10, speculative="forced-token+ngram", draft_k=3,
                      log=True, domain="bits")
     assert len(out) == 3
     recs = [r for s in out for r in s.stats["log"]]
@@ -27,7 +27,7 @@ def test_sample_passes_log_and_domain_to_speculative() -> None:
     summ = summarize(recs)
     assert list(summ) == ["bits"] and 0.0 <= summ["bits"].acceptance_rate <= 1.0
     # without log the samples carry no log
-    plain = gad.sample(lm, grammar, [], n=1, seed=1, max_new_tokens=10, speculative="forced", draft_k=3)
+    plain = gad.sample(lm, grammar, [], n=1, seed=1, max_new_tokens=10, speculative="forced-token", draft_k=3)
     assert "log" not in plain[0].stats
 
 
