@@ -15,7 +15,7 @@ name), every prefix of many random token walks is checked:
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import lark
 import numpy as np
@@ -94,7 +94,7 @@ def _parses(parser: lark.Lark, data: bytes) -> bool:
         return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lark_viable(name: str, data: bytes) -> bool:
     parser, _, alphabet, k = _COMPILED[name]
     for n in range(k + 1):
