@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgumentError, ModelLoadError
+from .lm import check_rollback
 from .vocab import Vocabulary
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -441,10 +442,7 @@ class HFSession:
         Raises:
             InvalidArgumentError: more than one row, or ``n`` outside ``[0, generated]``.
         """
-        if self.batch != 1:
-            raise InvalidArgumentError("rollback needs a session of batch 1")
-        if not 0 <= n <= len(self._gen[0]):
-            raise InvalidArgumentError(f"cannot roll back {n} tokens (have {len(self._gen[0])})")
+        check_rollback(self.batch, n, len(self._gen[0]))
         if n:
             del self._gen[0][-n:]
             self._crop(self.length)

@@ -79,6 +79,18 @@ class LanguageModel(Protocol):
         ...
 
 
+def check_rollback(batch: int, n: int, have: int) -> None:
+    """Validate ``rollback(n)`` on a session of ``batch`` rows holding ``have`` generated tokens.
+
+    Raises:
+        InvalidArgumentError: more than one row, or ``n`` outside ``[0, have]``.
+    """
+    if batch != 1:
+        raise InvalidArgumentError("rollback needs a session of batch 1")
+    if not 0 <= n <= have:
+        raise InvalidArgumentError(f"cannot roll back {n} tokens (have {have})")
+
+
 class RecomputeSession:
     """A :class:`DecodeSession` that recomputes every step from full contexts (toy models)."""
 
@@ -115,10 +127,7 @@ class RecomputeSession:
         return self.lm.logprobs(ctxs) if ctxs else np.zeros((0, self.lm.vocab_size))
 
     def rollback(self, n: int) -> None:
-        if self.batch != 1:
-            raise InvalidArgumentError("rollback needs a session of batch 1")
-        if not 0 <= n <= len(self._gen[0]):
-            raise InvalidArgumentError(f"cannot roll back {n} tokens (have {len(self._gen[0])})")
+        check_rollback(self.batch, n, len(self._gen[0]))
         if n:
             del self._gen[0][-n:]
 
