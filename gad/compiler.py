@@ -151,7 +151,7 @@ class CompiledGrammar:
         for state, bl in lexers.items():
             cid = ctx_of_lexer.get(id(bl))
             if cid is None:
-                terms, unless = lark_context_terminals(bl, ignore)
+                terms, unless = lark_context_terminals(bl)
                 cid = len(self._ctx_specs)
                 ctx_of_lexer[id(bl)] = cid
                 self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms]))
@@ -637,10 +637,6 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
 def save_compiled(cg: CompiledGrammar, path: Path) -> None:
     """Write the compiled tables atomically (temp file + rename); failures leave no partial file."""
     state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab")}
-    for dfa in state["_dfas"]:
-        if dfa is not None:
-            for t in dfa.terms:
-                t._memo.clear()
     state["_masks"] = OrderedDict()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ Unicode-aware.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import interegular
@@ -94,6 +95,10 @@ class TerminalAutomaton:
         if fsm.initial in fsm.finals:
             raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({regexp!r})")
         return cls(name, regexp, fsm, frozenset(live), nonascii)
+
+    def __getstate__(self) -> dict:
+        # the step memo is a cache: rebuilt on demand, never written to the compile cache
+        return {**self.__dict__, "_memo": {}}
 
     def step(self, state: int, ch: str | object) -> int:
         """Next live state after character ``ch`` (or ``anything_else``), -1 if dead."""
@@ -288,7 +293,7 @@ class LexerDFA:
         return out
 
 
-def lark_context_terminals(lexer, ignore_names: set[str]) -> tuple[list, dict[int, list[int]]]:
+def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]]]:
     """Terminals of one Lark ``BasicLexer`` in scanning order, after Lark's keyword ("unless") rule.
 
     Returns ``(terminal_defs, unless)`` where ``unless[i]`` lists the ids (in the returned order) of
@@ -298,8 +303,6 @@ def lark_context_terminals(lexer, ignore_names: set[str]) -> tuple[list, dict[in
     from lark.lexer import PatternRE, PatternStr
 
     terminals = list(lexer.terminals)  # already sorted by Lark
-    import re
-
     embedded: set[str] = set()
     unless_names: dict[str, list[str]] = {}
     for retok in terminals:
