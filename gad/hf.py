@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgumentError, ModelLoadError
-from .lm import check_rollback
+from .lm import check_keep_rows, check_rollback
 from .vocab import Vocabulary
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -197,9 +197,17 @@ class HFLanguageModel:
         name: the model id recorded in saved tries (GGUF stem or directory name).
         device: the torch device the model runs on.
         max_batch: rows per forward pass in :meth:`logprobs` (larger inputs are chunked).
+        prompt_store: :class:`gad.kvcache.PromptKVStore` of recent prompt passes (``None`` when
+            ``prompt_cache_bytes=0``): a session on a stored prompt skips the prompt pass.
+        shared_prefix: True when sessions of several rows keep the prompt's keys/values once
+            (:class:`gad.kvcache.SharedPrefixLayer`); this switches the model's attention
+            implementation to ``"gad_shared_prefix"``, which calls the original one for every other use.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, name: str | None = None, max_batch: int = 32) -> None:
+    def __init__(self, model: Any, tokenizer: Any, name: str | None = None, max_batch: int = 32,
+                 share_prompt: bool = True, prompt_cache_bytes: int = 1 << 30) -> None:
+        from . import kvcache
+
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or str(getattr(model.config, "_name_or_path", "") or "hf-model")
@@ -225,6 +233,8 @@ class HFLanguageModel:
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
+        self.prompt_store = kvcache.PromptKVStore(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
+        self.shared_prefix = bool(share_prompt) and kvcache.enable_shared_prefix(model)
 
     @property
     def vocab_size(self) -> int:
@@ -328,7 +338,8 @@ class HFSession:
 
     def __init__(self, lm: HFLanguageModel, prompt_ids: Sequence[int], batch: int = 1) -> None:
         import torch
-        from transformers import DynamicCache
+
+        from . import kvcache
 
         if batch < 1:
             raise InvalidArgumentError(f"batch must be >= 1, got {batch}")
@@ -337,19 +348,59 @@ class HFSession:
         self.prompt = lm._check_context(prompt_ids)
         self._gen: list[list[int]] = [[] for _ in range(batch)]
         self.forward_passes = 0
-        try:
-            cache = DynamicCache(config=lm.model.config)
-        except TypeError:
-            cache = DynamicCache()
-        ids = torch.tensor([self.prompt], dtype=torch.long, device=lm.device)
-        with torch.inference_mode():
-            logits, cache = lm.forward(ids, cache=cache, keep=1)
-        self.forward_passes += 1
-        if batch > 1:
+        config = lm.model.config
+        stored = lm.prompt_store.get(self.prompt) if lm.prompt_store is not None else None
+        if stored is None:
+            cache = kvcache.new_cache(config)
+            ids = torch.tensor([self.prompt], dtype=torch.long, device=lm.device)
+            with torch.inference_mode():
+                logits, cache = lm.forward(ids, cache=cache, keep=1)
+            self.forward_passes += 1
+            lp = torch.log_softmax(logits[:, -1, :].double(), dim=-1)
+            if lm.prompt_store is not None and kvcache.supports_shared_prefix(cache):
+                lm.prompt_store.put(self.prompt, kvcache.prefix_of(cache), lp)
+                stored = lm.prompt_store.get(self.prompt)
+        else:
+            lp = stored[1]
+        if stored is not None and batch > 1 and lm.shared_prefix:
+            # the rows share the prompt's keys/values (kvcache.SharedPrefixLayer): stored once, read once
+            cache = kvcache.new_cache(config, prefix=stored[0])
+        elif stored is not None:
+            cache = kvcache.new_cache(config)
+            for layer, (k, v) in zip(cache.layers, stored[0], strict=True):
+                layer.update(k.repeat_interleave(batch, dim=0) if batch > 1 else k,
+                             v.repeat_interleave(batch, dim=0) if batch > 1 else v)
+        elif batch > 1:
             cache.batch_repeat_interleave(batch)
         self._cache = cache
-        lp = torch.log_softmax(logits[:, -1, :].double(), dim=-1)
         self._lp: dict[int, Any] = {len(self.prompt): lp.expand(batch, -1)}
+
+    def _forward(self, ids: Any, keep: int = 0) -> Any:
+        """One model call on the session's cache; returns the logits ``(batch, k, vocab)``."""
+        from . import kvcache
+
+        with kvcache.active(self._cache):
+            logits, self._cache = self.lm.forward(ids, cache=self._cache, keep=keep)
+        self.forward_passes += 1
+        return logits
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` (indices into the current batch, in the order given); later calls see
+        ``len(rows)`` rows.  Dropping finished rows makes later steps cheaper.
+
+        Raises:
+            InvalidArgumentError: ``rows`` is empty or holds an index outside the batch.
+        """
+        import torch
+
+        rows = check_keep_rows(self.batch, rows)
+        if rows == list(range(self.batch)):
+            return
+        idx = torch.tensor(rows, dtype=torch.long, device=self.lm.device)
+        self._cache.batch_select_indices(idx)
+        self._gen = [self._gen[r] for r in rows]
+        self._lp = {k: v[idx] for k, v in self._lp.items()}
+        self.batch = len(rows)
 
     @property
     def generated(self) -> list[list[int]]:
@@ -376,8 +427,7 @@ class HFSession:
             self._crop(self.length - 1)
             ids = torch.tensor(last, dtype=torch.long, device=self.lm.device).unsqueeze(1)
             with torch.inference_mode():
-                logits, self._cache = self.lm.forward(ids, cache=self._cache, keep=1)
-            self.forward_passes += 1
+                logits = self._forward(ids, keep=1)
             lp = torch.log_softmax(logits[:, -1, :].double(), dim=-1)
             self._store(self.length, lp)
         return lp.cpu().numpy()
@@ -399,8 +449,7 @@ class HFSession:
         self._ensure_cache_current()
         ids = torch.tensor(toks, dtype=torch.long, device=self.lm.device).unsqueeze(1)
         with torch.inference_mode():
-            logits, self._cache = self.lm.forward(ids, cache=self._cache, keep=1)
-        self.forward_passes += 1
+            logits = self._forward(ids, keep=1)
         for g, t in zip(self._gen, toks, strict=True):
             g.append(t)
         self._store(self.length, torch.log_softmax(logits[:, -1, :].double(), dim=-1))
@@ -427,8 +476,7 @@ class HFSession:
         start = self.length
         ids = torch.tensor([toks], dtype=torch.long, device=self.lm.device)
         with torch.inference_mode():
-            logits, self._cache = self.lm.forward(ids, cache=self._cache)
-        self.forward_passes += 1
+            logits = self._forward(ids)
         self._gen[0].extend(toks)
         lp = torch.log_softmax(logits[0].double(), dim=-1)  # (k, vocab)
         for i in range(len(toks)):

@@ -23,7 +23,8 @@ class DecodeSession(Protocol):
     """Incremental decoding state (a KV cache for real models) over ``batch`` rows of one prompt.
 
     All rows start from the same prompt.  ``append`` feeds one token per row; ``extend`` and
-    ``rollback`` exist for batch size 1 (speculative decoding).
+    ``rollback`` exist for batch size 1 (speculative decoding).  A session may also offer
+    ``keep_rows(rows)`` (drop finished rows; see :func:`check_keep_rows`): the sampler uses it when present.
     """
 
     batch: int
@@ -91,6 +92,18 @@ def check_rollback(batch: int, n: int, have: int) -> None:
         raise InvalidArgumentError(f"cannot roll back {n} tokens (have {have})")
 
 
+def check_keep_rows(batch: int, rows: Sequence[int]) -> list[int]:
+    """Validate ``keep_rows(rows)`` on a session of ``batch`` rows; returns the indices as ints.
+
+    Raises:
+        InvalidArgumentError: ``rows`` is empty, or an index is outside ``[0, batch)``.
+    """
+    out = [int(r) for r in rows]
+    if not out or any(not 0 <= r < batch for r in out):
+        raise InvalidArgumentError(f"keep_rows needs row indices in [0, {batch}), got {out}")
+    return out
+
+
 class RecomputeSession:
     """A :class:`DecodeSession` that recomputes every step from full contexts (toy models)."""
 
@@ -116,6 +129,12 @@ class RecomputeSession:
             raise InvalidArgumentError(f"append needs {self.batch} tokens, got {len(tokens)}")
         for g, t in zip(self._gen, tokens):
             g.append(int(t))
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` (indices into the current batch, in that order)."""
+        rows = check_keep_rows(self.batch, rows)
+        self._gen = [self._gen[r] for r in rows]
+        self.batch = len(rows)
 
     def extend(self, tokens: Sequence[int]) -> np.ndarray:
         if self.batch != 1:

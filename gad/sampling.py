@@ -265,20 +265,22 @@ def _sample_batch(lm: LanguageModel, compiled: Any, est: PhiEstimator, prompt_id
     dead = [False] * b
     t0 = time.perf_counter()
     n_tokens = 0
+    live = list(range(b))  # batch row held by each session row, in session order
+    can_drop = callable(getattr(session, "keep_rows", None))
     for _step in range(max_new_tokens):
-        active = [r for r in range(b) if not done[r]]
+        active = [r for r in live if not done[r]]
         if not active:
             break
-        logp = session.logprobs()  # (b, vocab) float64
-        lp = logp[active]
+        logp = session.logprobs()  # (len(live), vocab) float64
+        lp = logp[[live.index(r) for r in active]] if len(active) < len(live) else logp
         masks = np.stack([np.asarray(matchers[r].mask(), dtype=bool) for r in active])
-        phis = np.stack([np.asarray(est.child_phi(gen[r], logp[r], masks[j]), dtype=np.float64)
+        phis = np.stack([np.asarray(est.child_phi(gen[r], lp[j], masks[j]), dtype=np.float64)
                          for j, r in enumerate(active)])
         phis = np.where(masks, phis, 0.0)
         w = constrained_weights(lp, phis, temperature, top_k, top_p)
         uniforms = np.array([rngs[r].random() for r in active])
         chosen = draw(w, uniforms)
-        feed = [pad] * b
+        feed = {r: pad for r in live}
         for j, r in enumerate(active):
             t = int(chosen[j])
             if w[j, t] <= 0:  # no allowed token with positive weight: a dead end
@@ -302,7 +304,10 @@ def _sample_batch(lm: LanguageModel, compiled: Any, est: PhiEstimator, prompt_id
             bar.update(sum(1 for r in active if done[r]))
         if all(done) or _step == max_new_tokens - 1:
             break
-        session.append(feed)
+        if can_drop and any(done[r] for r in live):  # finished rows leave the batch: cheaper steps
+            session.keep_rows([i for i, r in enumerate(live) if not done[r]])
+            live = [r for r in live if not done[r]]
+        session.append([feed[r] for r in live])
     if bar is not None:
         bar.update(sum(1 for r in range(b) if not done[r]))
     passes = getattr(session, "forward_passes", None)

@@ -1,0 +1,300 @@
+"""KV caches for sampling many continuations of one prompt (Hugging Face models).
+
+Two costs dominate batched decoding after a long prompt (a SyGuS prompt is ~2,150 tokens) and this
+module removes both:
+
+* ``transformers``' ``DynamicLayer`` appends with ``torch.cat``, copying the whole cache at every
+  step.  :class:`GrowingKVLayer` keeps keys/values as views into a buffer with spare capacity, so an
+  append writes only the new positions (amortised O(new tokens)).
+* A batch of ``B`` rows that share a prompt stores and reads the prompt's keys/values ``B`` times.
+  :class:`SharedPrefixLayer` stores the prompt once, ``(1, kv_heads, P, head_dim)``, and the rows'
+  generated suffixes apart, ``(B, kv_heads, S, head_dim)``; the attention function
+  :func:`shared_prefix_attention` reads the prefix once for all rows (all rows' query heads attend
+  to it in one matrix product) and joins both parts in one softmax — the "cascade" or shared-prefix
+  attention of FlashInfer (Ye et al., 2024), exact up to floating-point summation order.
+
+:func:`enable_shared_prefix` registers the attention function with ``transformers`` under the name
+``"gad_shared_prefix"`` (it wraps the model's own implementation, which it calls for every layer
+that is not a :class:`SharedPrefixLayer`, so other uses of the model are unchanged).
+:class:`PromptKVStore` keeps the prompt pass of recent prompts so that later sessions on the same
+prompt skip it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicLayer
+
+ATTN_NAME = "gad_shared_prefix"
+_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("gad_shared_prefix_cache", default=None)
+_ORIGINAL: dict[str, str] = {}  # id of a model config -> its attention implementation before ours
+
+
+class GrowingKVLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose ``keys``/``values`` ``(batch, kv_heads, seq, head_dim)`` are views into a
+    buffer with spare capacity: :meth:`update` writes the new positions in place instead of
+    concatenating (capacity doubles when full).  ``crop`` keeps the buffer (the next update overwrites
+    the cropped positions); ``batch_repeat_interleave`` / ``batch_select_indices`` make new tensors, and
+    the next update copies them into a fresh buffer."""
+
+    _kbuf: torch.Tensor | None = None
+    _vbuf: torch.Tensor | None = None
+
+    def _owns(self, need: int, batch: int) -> bool:
+        kb = self._kbuf
+        return (kb is not None and kb.shape[0] == batch and kb.shape[-2] >= need
+                and self.keys.dim() == 4 and self.keys.data_ptr() == kb.data_ptr())
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        old = self.keys.shape[-2] if self.keys.dim() == 4 else 0
+        new = old + key_states.shape[-2]
+        if not self._owns(new, key_states.shape[0]):
+            cap = self._kbuf.shape[-2] if self._kbuf is not None else 0
+            cap = max(new + 64, 2 * cap if new > cap else cap, int(new * 1.25))
+            kb = key_states.new_empty((*key_states.shape[:2], cap, key_states.shape[-1]))
+            vb = value_states.new_empty((*value_states.shape[:2], cap, value_states.shape[-1]))
+            if old:
+                kb[..., :old, :] = self.keys
+                vb[..., :old, :] = self.values
+            self._kbuf, self._vbuf = kb, vb
+        assert self._kbuf is not None and self._vbuf is not None
+        self._kbuf[..., old:new, :] = key_states
+        self._vbuf[..., old:new, :] = value_states
+        self.keys = self._kbuf[..., :new, :]
+        self.values = self._vbuf[..., :new, :]
+        return self.keys, self.values
+
+    def reset(self) -> None:
+        self._kbuf = self._vbuf = None
+        super().reset()
+
+
+class SharedPrefixLayer(GrowingKVLayer):
+    """Keys/values of ``B`` rows that share a prefix: the prefix once, ``(1, kv_heads, P, head_dim)``, and
+    each row's suffix in the inherited growing buffer, ``(B, kv_heads, S, head_dim)``.
+
+    :meth:`update` returns the suffix only; :func:`shared_prefix_attention` adds the prefix.  The
+    reported sequence length is ``P + S`` (position ids and masks see the whole context).
+    """
+
+    def __init__(self, prefix_keys: torch.Tensor, prefix_values: torch.Tensor) -> None:
+        super().__init__()
+        self.prefix_keys = prefix_keys
+        self.prefix_values = prefix_values
+
+    def get_seq_length(self) -> int:
+        suffix = self.keys.shape[-2] if self.is_initialized and self.keys.dim() == 4 else 0
+        return int(self.prefix_keys.shape[-2]) + suffix
+
+    def crop(self, tokens_to_remove: int) -> None:
+        suffix = self.keys.shape[-2] if self.is_initialized and self.keys.dim() == 4 else 0
+        if abs(tokens_to_remove) > suffix:
+            raise ValueError("cannot crop a shared prefix; only generated positions can be removed")
+        super().crop(tokens_to_remove)
+
+    def _has_suffix(self) -> bool:
+        return bool(self.is_initialized and self.keys.dim() == 4)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self._has_suffix():
+            super().batch_repeat_interleave(repeats)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self._has_suffix():
+            super().batch_select_indices(indices)
+
+
+def new_cache(config: Any, prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+    """A ``transformers.DynamicCache`` for ``config`` whose full-attention layers are growing buffers.
+
+    Args:
+        config: the model config (its layer types decide which layers are replaced; sliding-window
+            and other special layers are kept as ``transformers`` makes them).
+        prefix: per layer ``(keys, values)`` of shape ``(1, kv_heads, P, head_dim)``: the layers become
+            :class:`SharedPrefixLayer` holding them (only when every layer is a plain full-attention
+            layer; otherwise ``ValueError``).
+    """
+    from transformers import DynamicCache
+
+    try:
+        cache = DynamicCache(config=config)
+    except TypeError:  # older transformers
+        cache = DynamicCache()
+    layers = getattr(cache, "layers", None)
+    if not layers:
+        if prefix is not None:
+            raise ValueError("this transformers version builds its cache lazily: no shared prefix")
+        return cache
+    plain = [type(layer) is DynamicLayer for layer in layers]
+    if prefix is not None:
+        if not all(plain) or len(prefix) != len(layers):
+            raise ValueError("a shared prefix needs plain full-attention layers, one (keys, values) each")
+        cache.layers = [SharedPrefixLayer(k, v) for k, v in prefix]
+    else:
+        cache.layers = [GrowingKVLayer() if p else layer for p, layer in zip(plain, layers, strict=True)]
+    return cache
+
+
+def supports_shared_prefix(cache: Any) -> bool:
+    """True when every layer of ``cache`` is a plain full-attention layer (no sliding window, no
+    recurrent state), so that it can be rebuilt with :class:`SharedPrefixLayer`."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(isinstance(layer, GrowingKVLayer) and not isinstance(layer, SharedPrefixLayer)
+                                for layer in layers)
+
+
+def prefix_of(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer ``(keys, values)`` of a batch-1 cache, as contiguous tensors that no later update of
+    ``cache`` can modify."""
+    return [(layer.keys.contiguous().clone(), layer.values.contiguous().clone()) for layer in cache.layers]
+
+
+@contextlib.contextmanager
+def active(cache: Any) -> Iterator[None]:
+    """Make ``cache``'s :class:`SharedPrefixLayer` prefixes visible to :func:`shared_prefix_attention`
+    during one model call."""
+    token = _ACTIVE.set(cache)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _original(module: Any) -> Callable[..., Any]:
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    name = _ORIGINAL.get(str(id(module.config)), "sdpa")
+    if name == "eager":
+        return sys.modules[type(module).__module__].eager_attention_forward  # type: ignore[no-any-return]
+    return ALL_ATTENTION_FUNCTIONS[name]  # type: ignore[no-any-return]
+
+
+def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | None, scaling: float | None = None,
+                            dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Attention of ``query`` ``(B, heads, q, head_dim)`` over a shared prefix plus per-row suffixes.
+
+    Used for a layer whose cache is a :class:`SharedPrefixLayer` of the active cache (``key`` and
+    ``value`` are then its suffix ``(B, kv_heads, S, head_dim)``); every other call goes to the model's
+    own attention implementation.  Scores of the prefix are one product of all rows' query heads with
+    the prefix keys (grouped-query heads share their key/value head), joined with the suffix scores
+    in one softmax (float32).  ``attention_mask`` ``(B, 1, q, P + S)`` (bool or additive) is split
+    between the two parts.
+
+    Returns:
+        ``(B, q, heads, head_dim)`` in ``query``'s dtype, and ``None`` (no attention weights).
+    """
+    cache = _ACTIVE.get()
+    layer = None
+    if cache is not None:
+        idx = getattr(module, "layer_idx", None)
+        layers = getattr(cache, "layers", ())
+        if idx is not None and idx < len(layers) and isinstance(layers[idx], SharedPrefixLayer) \
+                and layers[idx].keys is key:
+            layer = layers[idx]
+    if layer is None or (dropout and module.training) or kwargs.get("softcap") is not None \
+            or kwargs.get("sliding_window") is not None or kwargs.get("s_aux") is not None:
+        if layer is not None:  # materialise the full context for the model's own implementation
+            b = key.shape[0]
+            key = torch.cat([layer.prefix_keys.expand(b, -1, -1, -1), key], dim=-2)
+            value = torch.cat([layer.prefix_values.expand(b, -1, -1, -1), value], dim=-2)
+        return _original(module)(module, query, key, value, attention_mask, scaling=scaling,  # type: ignore[no-any-return]
+                                 dropout=dropout, **kwargs)
+    kp, vp = layer.prefix_keys, layer.prefix_values
+    b, heads, q, dim = query.shape
+    kv_heads, plen = kp.shape[1], kp.shape[-2]
+    g = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    qg = query.reshape(b, kv_heads, g * q, dim)  # query heads grouped under their key/value head
+    packed = qg.transpose(0, 1).reshape(1, kv_heads, b * g * q, dim)
+    sp = torch.matmul(packed, kp.transpose(-1, -2)).float()  # (1, kv_heads, b*g*q, P)
+    sp = sp.reshape(kv_heads, b, g * q, plen).transpose(0, 1)  # (b, kv_heads, g*q, P)
+    ss = torch.matmul(qg, key.transpose(-1, -2)).float()  # (b, kv_heads, g*q, S)
+    scores = torch.cat([sp, ss], dim=-1) * scale
+    if attention_mask is not None:
+        m = attention_mask[..., -q:, -scores.shape[-1]:]
+        m = m.expand(b, heads, q, scores.shape[-1]).reshape(b, kv_heads, g * q, scores.shape[-1])
+        scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m.float()
+    w = torch.softmax(scores, dim=-1).to(query.dtype)
+    wp = w[..., :plen].transpose(0, 1).reshape(1, kv_heads, b * g * q, plen)
+    out = torch.matmul(wp, vp).reshape(kv_heads, b, g * q, dim).transpose(0, 1)
+    out = out + torch.matmul(w[..., plen:], value)
+    return out.reshape(b, heads, q, dim).transpose(1, 2).contiguous(), None
+
+
+def enable_shared_prefix(model: Any) -> bool:
+    """Route ``model``'s attention through :func:`shared_prefix_attention` (registered as
+    ``"gad_shared_prefix"``), keeping its own implementation for every other call.
+
+    Returns:
+        True when enabled; False when the model's implementation is not ``sdpa`` or ``eager``, or the
+        model cannot switch implementations (nothing is changed then).
+    """
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    config = model.config
+    current = getattr(config, "_attn_implementation", None)
+    if current == ATTN_NAME:
+        return True
+    if current not in ("sdpa", "eager") or not hasattr(model, "set_attn_implementation"):
+        return False
+    ALL_ATTENTION_FUNCTIONS.register(ATTN_NAME, shared_prefix_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_NAME, ALL_MASK_ATTENTION_FUNCTIONS[current])
+    _ORIGINAL[str(id(config))] = current
+    try:
+        model.set_attn_implementation(ATTN_NAME)
+    except Exception:  # noqa: BLE001 - an old or custom model: keep its own attention
+        return False
+    if getattr(model.config, "_attn_implementation", None) != ATTN_NAME:
+        return False
+    for sub in model.modules():  # sub-configs (a text config inside the top one) use the same original
+        cfg = getattr(sub, "config", None)
+        if cfg is not None:
+            _ORIGINAL.setdefault(str(id(cfg)), current)
+    return True
+
+
+class PromptKVStore:
+    """Least-recently-used store of prompt passes: the batch-1 per-layer ``(keys, values)`` and the last
+    position's log-probabilities ``(1, vocab)`` for recent prompts, bounded by ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 1 << 30) -> None:
+        self.max_bytes = int(max_bytes)
+        self._items: OrderedDict[tuple[int, ...], tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]] \
+            = OrderedDict()
+
+    @staticmethod
+    def _size(item: tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]) -> int:
+        kv, lp = item
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv) \
+            + lp.numel() * lp.element_size()
+
+    def get(self, prompt: Sequence[int]) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor] | None:
+        key = tuple(prompt)
+        item = self._items.get(key)
+        if item is not None:
+            self._items.move_to_end(key)
+        return item
+
+    def put(self, prompt: Sequence[int], kv: list[tuple[torch.Tensor, torch.Tensor]], lp: torch.Tensor) -> None:
+        item = (kv, lp)
+        if self._size(item) > self.max_bytes:
+            return
+        self._items[tuple(prompt)] = item
+        self._items.move_to_end(tuple(prompt))
+        while sum(self._size(i) for i in self._items.values()) > self.max_bytes:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
