@@ -2,12 +2,14 @@
 
 1. ASAp's cost per generated token against GCD's on the same prompts (ratio; goal <= 1.1), measured
    as the estimator's own ``child_phi`` + ``observe`` time added to the same per-token model cost.
-   With ``--model bundled`` the whole ``gad.sample`` loop is timed for both methods instead.
+   With ``--model bundled`` the whole ``gad.sample`` loop is timed for both methods as well (see
+   :func:`model_ratio`).
 2. Trie update time against sample length (must be linear: time per token roughly constant).
 3. Bytes per trie node (tracemalloc).
 4. Save / load time of a 10^6-node trie.
 
-Run: ``python benchmarks/bench_asap.py [--nodes 1000000] [--vocab 49152] [--model bundled]``.
+Run: ``python benchmarks/bench_asap.py [--nodes 1000000] [--vocab 49152] [--model bundled [--only-model]
+[--task slia/firstname_small] [--model-batch 1 16] [--model-n 16] [--model-reps 4]]``.
 Prints one JSON object per measurement.
 """
 
@@ -49,23 +51,62 @@ def estimator_cost(vocab: int, length: int, samples: int, allowed: float) -> dic
             "gcd_s": out["gcd"], "asap_s": out["asap"], "extra_s_per_token": out["asap"] - out["gcd"]}
 
 
-def model_ratio(n: int, max_new_tokens: int) -> dict:
-    """Whole sampling loop with the bundled model: seconds per token, ASAp / GCD."""
+def model_ratio(n: int, max_new_tokens: int, batch_size: int, reps: int, task_name: str) -> dict:
+    """Whole sampling loop with the bundled model: seconds per generated token, ASAp / GCD.
+
+    Same task prompt for both methods; the prompt pass and the grammar compile are warmed up first
+    (stored), then ``reps`` rounds alternate GCD and ASAp (order swapped every round, seeds differ per
+    round) so that machine drift hits both.  ASAp keeps one trie across rounds.  Besides the raw ratio
+    (which also moves with the methods' different output lengths and batch make-up), the estimator's
+    own time (``child_phi`` + ``observe``) is measured inside the loop: ``ratio_estimator`` is GCD's
+    per-token cost plus ASAp's extra estimator time per token, over GCD's per-token cost.
+    """
     import gad
     from gad.eval.tasks import get_task
+    from gad.phi import asap as asap_mod
+
+    est_time = {"s": 0.0}
+
+    def timed(fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                est_time["s"] += time.perf_counter() - t0
+        return wrapper
 
     lm = gad.load_model()
-    task = get_task("slia/bikes_small")
+    task = get_task(task_name)
     compiled = task.compile(lm.vocab)
-    res = {}
-    for m in ("gcd", "asap"):
-        t0 = time.perf_counter()
-        ss = gad.sample(lm, compiled, task.prompt, n=n, method=m, seed=0, max_new_tokens=max_new_tokens,
-                        batch_size=4)
-        toks = sum(len(s.token_ids) + s.finished for s in ss)
-        res[m] = (time.perf_counter() - t0) / max(toks, 1)
-    return {"bench": "model_cost_per_token", "gcd_s": res["gcd"], "asap_s": res["asap"],
-            "ratio": res["asap"] / res["gcd"]}
+    prompt = lm.encode_prompt(task.prompt)
+    gad.sample(lm, compiled, prompt, n=1, method="gcd", seed=0, max_new_tokens=4)  # warm-up
+    trie = PhiTrie()
+    tot = {m: {"s": 0.0, "tokens": 0, "est_s": 0.0} for m in ("gcd", "asap")}
+    orig = (asap_mod.AsapPhi.child_phi, asap_mod.AsapPhi.observe, IndicatorPhi.child_phi, IndicatorPhi.observe)
+    asap_mod.AsapPhi.child_phi, asap_mod.AsapPhi.observe = timed(orig[0]), timed(orig[1])
+    IndicatorPhi.child_phi, IndicatorPhi.observe = timed(orig[2]), timed(orig[3])
+    try:
+        for r in range(reps):
+            for m in (("gcd", "asap") if r % 2 == 0 else ("asap", "gcd")):
+                est_time["s"] = 0.0
+                t0 = time.perf_counter()
+                ss = gad.sample(lm, compiled, prompt, n=n, method=m, seed=1000 + r, batch_size=batch_size,
+                                max_new_tokens=max_new_tokens, trie=trie if m == "asap" else None)
+                tot[m]["s"] += time.perf_counter() - t0
+                tot[m]["est_s"] += est_time["s"]
+                tot[m]["tokens"] += sum(len(s.token_ids) + s.finished for s in ss)
+    finally:
+        asap_mod.AsapPhi.child_phi, asap_mod.AsapPhi.observe, IndicatorPhi.child_phi, IndicatorPhi.observe = orig
+    per = {m: v["s"] / max(v["tokens"], 1) for m, v in tot.items()}
+    est = {m: v["est_s"] / max(v["tokens"], 1) for m, v in tot.items()}
+    return {"bench": "model_cost_per_token", "task": task_name, "prompt_tokens": len(prompt),
+            "batch_size": batch_size, "samples_per_method": n * reps,
+            "tokens": {m: v["tokens"] for m, v in tot.items()},
+            "gcd_s_per_token": per["gcd"], "asap_s_per_token": per["asap"], "ratio": per["asap"] / per["gcd"],
+            "gcd_estimator_s_per_token": est["gcd"], "asap_estimator_s_per_token": est["asap"],
+            "ratio_estimator": (per["gcd"] + est["asap"] - est["gcd"]) / per["gcd"],
+            "trie_nodes": len(trie)}
 
 
 def update_linearity(lengths: list[int], reps: int = 50) -> list[dict]:
@@ -127,7 +168,17 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--vocab", type=int, default=49_152)
     ap.add_argument("--model", choices=["none", "bundled"], default="none")
+    ap.add_argument("--task", default="slia/firstname_small", help="task whose prompt and grammar --model uses")
+    ap.add_argument("--model-n", type=int, default=16, help="samples per method per round (--model)")
+    ap.add_argument("--model-reps", type=int, default=4, help="rounds alternating GCD and ASAp (--model)")
+    ap.add_argument("--model-batch", type=int, nargs="+", default=[1, 16], help="batch sizes (--model)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--only-model", action="store_true", help="skip the model-free measurements")
     a = ap.parse_args()
+    if a.model == "bundled" and a.only_model:
+        for b in a.model_batch:
+            print(json.dumps(model_ratio(a.model_n, a.max_new_tokens, b, a.model_reps, a.task)), flush=True)
+        return
     for allowed in (0.001, 0.5):
         print(json.dumps(estimator_cost(a.vocab, 64, 20, allowed)))
     for row in update_linearity([16, 64, 256, 1024]):
@@ -135,7 +186,8 @@ def main() -> None:
     print(json.dumps(bytes_per_node(200_000)))
     print(json.dumps(save_load(a.nodes)))
     if a.model == "bundled":
-        print(json.dumps(model_ratio(8, 64)))
+        for b in a.model_batch:
+            print(json.dumps(model_ratio(a.model_n, a.max_new_tokens, b, a.model_reps, a.task)), flush=True)
 
 
 if __name__ == "__main__":

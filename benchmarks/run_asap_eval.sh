@@ -2,7 +2,7 @@
 # Regenerate the GCD-vs-ASAp real runs of issue 3 (bundled SmolLM2-135M-Instruct, CPU).
 #
 #   benchmarks/run_asap_eval.sh            # full runs: 1,000 samples per method per task
-#   N_BINARY=200 N_SLIA=8 BATCH_SLIA=4 benchmarks/run_asap_eval.sh   # what fitted on a shared 2-core box (docs/asap_results.md)
+#   RUNS=slia benchmarks/run_asap_eval.sh   # only the SLIA runs (RUNS="binary slia" by default)
 #
 # Outputs go to runs/asap/ (git-ignored): one `gad eval` out dir per task group, each with
 # samples.jsonl, summary.json, summary.csv, plots/*.png.  COPY_FIGS=1 copies the PNGs to docs/figures/.
@@ -13,7 +13,7 @@
 #   from KL/TV and reported as share_outside_support.  Sampling budget: the task's 16 tokens.
 # * The two SLIA problems are open tasks (union "ideal" estimator, sliding window $WINDOW).
 #   --max-new-tokens 64 overrides the task default of 128 (observed solutions are <= ~40 tokens).
-# * ASAp is batched: a batch of $BATCH samples uses the trie estimates as they stood at the start of
+# * ASAp is batched: a batch of $BATCH (binary) or $BATCH_SLIA (SLIA) samples uses the trie estimates as they stood at the start of
 #   the batch (BATCH=1 is the paper's sequential algorithm).
 # * ASAp tries persist under <out>/tries and are REUSED by a rerun: the script deletes the out dirs
 #   first so that every run starts from an empty trie.
@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 N_BINARY=${N_BINARY:-1000}
 N_SLIA=${N_SLIA:-1000}
 BATCH=${BATCH:-8}
-BATCH_SLIA=${BATCH_SLIA:-$BATCH}
+BATCH_SLIA=${BATCH_SLIA:-16}
+RUNS=${RUNS:-"binary slia"}
 SEED=${SEED:-0}
 WINDOW=${WINDOW:-500}
 OUT=${OUT:-runs/asap}
@@ -31,25 +32,31 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 run() { echo "+ $*" >&2; /usr/bin/time -f "wall %e s" "$@"; }
 
-rm -rf "$OUT/binary" "$OUT/slia"
 mkdir -p "$OUT"
+has() { [[ " $RUNS " == *" $1 "* ]]; }
 
+if has binary; then
+rm -rf "$OUT/binary"
 run gad eval --model bundled --method gcd asap \
     --task binary/string_start_w_1_all_0 \
     -n "$N_BINARY" --seed "$SEED" --batch-size "$BATCH" --window "$WINDOW" \
     --out "$OUT/binary" --no-progress
+fi
 
+if has slia; then
+rm -rf "$OUT/slia"
 run gad eval --model bundled --method gcd asap \
     --task slia/firstname_small slia/lastname_small \
     -n "$N_SLIA" --seed "$SEED" --batch-size "$BATCH_SLIA" --window "$WINDOW" --max-new-tokens 64 \
     --out "$OUT/slia" --no-progress
+fi
 
 # Throughput table (samples/s, tokens/s, ASAp/GCD cost per token) from the harness's own files.
-python - "$OUT" <<'PY'
+python - "$OUT" $RUNS <<'PY'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for grp in ("binary", "slia"):
+for grp in sys.argv[2:]:
     summ = json.loads((out / grp / "summary.json").read_text())
     toks = {}
     for line in (out / grp / "samples.jsonl").read_text().splitlines():
@@ -69,7 +76,7 @@ PY
 
 if [ "${COPY_FIGS:-0}" = 1 ]; then
     mkdir -p docs/figures
-    for grp in binary slia; do
+    for grp in $RUNS; do
         for f in "$OUT/$grp"/plots/*.png; do cp "$f" "docs/figures/asap_$(basename "$f")"; done
     done
 fi

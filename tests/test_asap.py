@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gad.errors import InvalidArgumentError, TrieFormatError, TrieMismatchError
-from gad.eval.regex_grammar import RegexGrammar
+from gad.eval.regex_grammar import regex_grammar
 from gad.eval.toys import gad_binary, hashed_lm, tiny_finite
 from gad.lm import ToyLM
 from gad.phi import (
@@ -52,7 +52,7 @@ def all_nodes(trie: PhiTrie) -> dict[tuple[int, ...], float]:
 def random_setting():
     vocab = Vocabulary.from_strings(["a", "b", "ab", "ba"], name="ab")
     lm = hashed_lm(vocab, seed=7, eos_boost=0.2)
-    g = RegexGrammar("(ab|ba)(ab)?b?", vocab)   # finite: every viable prefix lies on a complete path
+    g = regex_grammar("(ab|ba)(ab)?b?", vocab)   # finite: every viable prefix lies on a complete path
     return vocab, lm, g
 
 
@@ -188,7 +188,7 @@ def test_mismatch_and_corruption_errors_leave_file_intact(tmp_path) -> None:
     original = path.read_bytes()
 
     other_lm = hashed_lm(vocab, seed=7, eos_boost=0.2, name="other-model")
-    other_g = RegexGrammar("(ab|ba)(ab)?", vocab)
+    other_g = regex_grammar("(ab|ba)(ab)?", vocab)
     cases = [
         dict(lm=other_lm, compiled=g, prompt_ids=[5, 6], settings=None),
         dict(lm=lm, compiled=other_g, prompt_ids=[5, 6], settings=None),
@@ -271,7 +271,7 @@ def test_identity_records_prompt_and_settings() -> None:
 def test_zero_probability_tokens_are_harmless() -> None:
     vocab = Vocabulary.from_strings(["0", "1"], name="bits")
     lm = ToyLM.from_table(vocab, {(): [1.0, 0.0, 0.0]}, default=[0.0, 0.0, 1.0])
-    g = RegexGrammar("0|1", vocab)
+    g = regex_grammar("0|1", vocab)
     est = AsapPhi(eos_ids=g.eos_ids)
     drive(est, lm, g, (0, 2), 2)
     assert est.trie.root_phi == pytest.approx(1.0)
@@ -282,7 +282,7 @@ def test_tiny_phi_does_not_cancel_to_zero() -> None:
     """A forced chain of unlikely tokens: M − Σ p(1 − Φ̂) would round to 0; the trie keeps Φ exact."""
     vocab = Vocabulary.from_strings(["a", "b"], name="ab")
     lm = ToyLM.from_table(vocab, {}, default=[1e-8, 1 - 2e-8, 1e-8])
-    g = RegexGrammar("a{20}", vocab)
+    g = regex_grammar("a{20}", vocab)
     est = AsapPhi(eos_ids=g.eos_ids)
     drive(est, lm, g, tuple([0] * 20 + [2]), 2)
     exact = enumerate_language(lm, g, max_len=20).Z

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gad.errors import EnumerationBudgetError, InvalidArgumentError
-from gad.eval.regex_grammar import RegexGrammar
+from gad.eval.regex_grammar import regex_grammar
 from gad.eval.toys import gad_binary, hashed_lm, tiny_finite
 from gad.phi import ExactPhi, enumerate_language
 from gad.vocab import Vocabulary
@@ -63,7 +63,7 @@ def test_length_bound_truncates_z() -> None:
 def test_q_star_matches_brute_force_on_random_model() -> None:
     vocab = Vocabulary.from_strings(["a", "b", "ab", "ba"], name="ab")
     lm = hashed_lm(vocab, seed=3, eos_boost=0.3)
-    g = RegexGrammar("(ab|ba)(ab)?b?", vocab)
+    g = regex_grammar("(ab|ba)(ab)?b?", vocab)
     e = enumerate_language(lm, g, max_len=5)
     # brute force over all token sequences of length <= 5 (EOS appended), checking the language
     import itertools
@@ -83,12 +83,23 @@ def test_q_star_matches_brute_force_on_random_model() -> None:
 def test_budget_error_carries_estimate() -> None:
     vocab = Vocabulary.from_strings(["0", "1"], name="bits")
     lm = hashed_lm(vocab, seed=1)
-    g = RegexGrammar("[01]*", vocab)
+    g = regex_grammar("[01]+", vocab)
     with pytest.raises(EnumerationBudgetError) as ei:
         enumerate_language(lm, g, max_len=20, node_budget=100)
     assert ei.value.estimate is not None and ei.value.estimate > 100
     # 2^21 - 1 prefixes in total: the extrapolation is exact for a constant branching factor
     assert ei.value.estimate == 2 ** 21 - 1
+
+
+def test_regex_grammar_refuses_bad_and_empty_matching_patterns() -> None:
+    vocab = Vocabulary.from_strings(["0", "1"], name="bits")
+    with pytest.raises(InvalidArgumentError, match=r"'\[01\]\*'.*empty string"):
+        regex_grammar("[01]*", vocab)
+    with pytest.raises(InvalidArgumentError, match="argument pattern"):
+        regex_grammar("(01", vocab)
+    g = regex_grammar("a/b|0", Vocabulary.from_strings(["a", "/", "b", "0"], name="slash"))
+    m = g.matcher()
+    assert m.accept_tokens([0, 1, 2]) == 3 and m.is_accepting()
 
 
 def test_exact_phi_estimator() -> None:

@@ -44,7 +44,7 @@ class Task:
         prompt: prompt text (chat template applied by the model).
         grammar_path: a ``.lark`` / ``.ebnf`` file, or None.
         grammar_text: Lark text, or None.
-        regex: a regular expression (compiled with :class:`gad.eval.regex_grammar.RegexGrammar`), or None.
+        regex: a regular expression (compiled by :func:`gad.eval.regex_grammar.regex_grammar`), or None.
         checker: ``"json"``, ``"sql"``, ``"sygus"`` or None; ``checker_args`` its keyword arguments.
         max_new_tokens: token budget per sample.
         exact_max_len: enumeration bound (tokens) for exact tasks.
@@ -62,15 +62,15 @@ class Task:
     exact_max_len: int = 8
 
     def compile(self, vocab: Any) -> Any:
-        """The compiled grammar over ``vocab`` (``gad.compile``, or the regex stand-in).
+        """The compiled grammar over ``vocab`` (``gad.compile``; a regex as a one-terminal grammar).
 
         Raises:
             gad.errors.GrammarError: the grammar cannot be loaded or compiled.
         """
         if self.regex is not None:
-            from .regex_grammar import RegexGrammar
+            from .regex_grammar import regex_grammar
 
-            return RegexGrammar(self.regex, vocab)
+            return regex_grammar(self.regex, vocab)
         import gad
 
         if self.grammar_path is not None:

@@ -14,20 +14,21 @@ import hashlib
 
 import numpy as np
 
+from ..compiler import CompiledGrammar
 from ..lm import ToyLM
 from ..vocab import Vocabulary
-from .regex_grammar import RegexGrammar
+from .regex_grammar import regex_grammar
 
 
-def tiny_finite() -> tuple[ToyLM, RegexGrammar]:
+def tiny_finite() -> tuple[ToyLM, CompiledGrammar]:
     """Tokens ``["0", "1", "00", EOS]``, language ``0|00|1[01]`` (see module doc)."""
     vocab = Vocabulary.from_strings(["0", "1", "00"], name="tiny")
     table = {(): [0.4, 0.3, 0.2, 0.1], (0,): [0.5, 0.1, 0.1, 0.3]}
     lm = ToyLM.from_table(vocab, table, default=[0.25, 0.25, 0.25, 0.25], name="toy-tiny")
-    return lm, RegexGrammar("0|00|1[01]", vocab)
+    return lm, regex_grammar("0|00|1[01]", vocab)
 
 
-def gad_binary(ones_len: int = 4) -> tuple[ToyLM, RegexGrammar]:
+def gad_binary(ones_len: int = 4) -> tuple[ToyLM, CompiledGrammar]:
     """Tokens ``["0", "1", EOS]``, language ``00000|1[01]+`` (``string_start_w_1_all_0``)."""
     vocab = Vocabulary.from_strings(["0", "1"], name="bits")
 
@@ -40,7 +41,7 @@ def gad_binary(ones_len: int = 4) -> tuple[ToyLM, RegexGrammar]:
             return np.array([0.0, 0.0, 1.0])
         return np.array([0.09, 0.9, 0.01])
 
-    return ToyLM(vocab, f, name="toy-gad-binary"), RegexGrammar("00000|1[01]+", vocab)
+    return ToyLM(vocab, f, name="toy-gad-binary"), regex_grammar("00000|1[01]+", vocab)
 
 
 def hashed_lm(vocab: Vocabulary, seed: int = 0, eos_boost: float = 0.0, name: str | None = None) -> ToyLM:
