@@ -51,7 +51,6 @@ from ..errors import InvalidArgumentError, ResultsFileError
 from ..phi.trie_io import atomic_write
 from ..results import Sample
 from . import metrics
-from .plots import plot_curves
 from .tasks import Task, get_task
 
 MethodFn = Callable[..., list[Sample]]
@@ -338,12 +337,9 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
                 "curve": {k: [_finite(x) if isinstance(x, float) else x for x in v] for k, v in curve.items()},
             })
             info.update(acceptance_fields(samples))
-        curves = {m: tinfo["methods"][m]["curve"] for m in per_method}
-        stem = task.name.replace("/", "__")
-        kl_label = "KL(empirical || Q*) [nats]" if task.kind == "exact" else f"KL(window {window} || ideal) [nats]"
-        plot_curves(out / "plots" / f"{stem}_kl.png", task.name, curves, "kl", kl_label, log_y=True)
-        plot_curves(out / "plots" / f"{stem}_expectation.png", task.name, curves, "expectation",
-                    "running mean of target probability")
+        from .plots import plot_task  # matplotlib only when plotting
+
+        plot_task(out / "plots", task.name, tinfo, window)
         summary["tasks"][task.name] = tinfo
     _write_text(out / "samples.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     _write_text(out / "summary.json", json.dumps(summary, indent=1, ensure_ascii=False))

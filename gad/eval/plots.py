@@ -1,11 +1,19 @@
-"""PNG plots of the evaluation curves (matplotlib, Agg backend), written atomically."""
+"""PNG plots of the evaluation curves (matplotlib, Agg backend), written atomically.
+
+``python -m gad.eval.plots OUT_DIR`` redraws the plots of a ``gad eval`` output folder from its
+``summary.json`` (no sampling).
+"""
 
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
+import sys
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from ..phi.trie_io import atomic_write
 
@@ -28,8 +36,9 @@ def plot_curves(path: str | os.PathLike[str], task: str, curves: Mapping[str, Ma
         ys = [y if y is not None and math.isfinite(y) else math.nan for y in c.get(key, [])]
         ax.plot(xs, ys, label=method, marker=".")
     ax.set_xscale("log")
-    if log_y:
+    if log_y:  # symlog keeps exact zeros on the plot; the quantities plotted are >= 0
         ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_ylim(bottom=0)
     ax.set_xlabel("number of samples")
     ax.set_ylabel(ylabel)
     ax.set_title(task)
@@ -42,3 +51,41 @@ def plot_curves(path: str | os.PathLike[str], task: str, curves: Mapping[str, Ma
     atomic_write(path, [buf.getvalue()])
 
 
+
+
+def plot_task(plot_dir: str | os.PathLike[str], task: str, tinfo: Mapping[str, Any], window: int) -> list[Path]:
+    """The two plots of one task of a ``gad eval`` summary: KL against samples (``<task>_kl.png``,
+    symlog y) and the running mean of the target probability (``<task>_expectation.png``).
+
+    Args:
+        tinfo: ``summary["tasks"][task]`` (``kind`` and per-method ``curve``).
+        window: the sliding window of the open-task KL (for the axis label).
+    Returns:
+        The paths written.
+    """
+    curves = {m: info["curve"] for m, info in tinfo["methods"].items()}
+    stem = task.replace("/", "__")
+    kl_label = ("KL(empirical || Q*) [nats]" if tinfo.get("kind") == "exact"
+                else f"KL(window {window} || ideal) [nats]")
+    paths = [Path(plot_dir) / f"{stem}_kl.png", Path(plot_dir) / f"{stem}_expectation.png"]
+    plot_curves(paths[0], task, curves, "kl", kl_label, log_y=True)
+    plot_curves(paths[1], task, curves, "expectation", "running mean of target probability")
+    return paths
+
+
+def replot(out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Redraw every plot of a ``gad eval`` output folder from its ``summary.json``.
+
+    Raises:
+        FileNotFoundError: ``out_dir/summary.json`` does not exist.
+    """
+    summary = json.loads((Path(out_dir) / "summary.json").read_text(encoding="utf-8"))
+    written: list[Path] = []
+    for task, tinfo in summary["tasks"].items():
+        written += plot_task(Path(out_dir) / "plots", task, tinfo, int(summary.get("window", 500)))
+    return written
+
+
+if __name__ == "__main__":
+    for p in replot(sys.argv[1] if len(sys.argv) > 1 else "gad-eval"):
+        print(p)
