@@ -235,6 +235,7 @@ class HFLanguageModel:
         self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
         self.prompt_store = kvcache.PromptKVStore(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
         self.shared_prefix = bool(share_prompt) and kvcache.enable_shared_prefix(model)
+        self._shared_checked = False
 
     @property
     def vocab_size(self) -> int:
@@ -319,7 +320,45 @@ class HFLanguageModel:
 
     def session(self, prompt_ids: Sequence[int], batch: int = 1) -> HFSession:
         """A KV-cache :class:`HFSession` of ``batch`` rows, all starting from ``prompt_ids``."""
+        if batch > 1 and self.shared_prefix and not self._shared_checked:
+            self._check_shared_prefix()
         return HFSession(self, prompt_ids, batch)
+
+    def _check_shared_prefix(self) -> None:
+        """Once per model, before the first multi-row session: compare shared-prefix attention with a
+        plain forward pass on a short context; on any disagreement (a model whose attention layers do
+        not all go through the ``transformers`` attention interface) turn it off with a warning."""
+        import warnings
+
+        import torch
+
+        from . import kvcache
+
+        self._shared_checked = True
+        try:
+            ctx = self.encode_prompt("Count with me: one, two, three,", chat=False)
+            nxt = ctx[-2:]
+            ref = self.logprobs([ctx + [t] for t in nxt])
+            cache = kvcache.new_cache(self.model.config)
+            ids = torch.tensor([ctx], dtype=torch.long, device=self.device)
+            with torch.inference_mode():
+                self.forward(ids, cache=cache, keep=1)
+                shared = kvcache.new_cache(self.model.config, prefix=kvcache.prefix_of(cache))
+                with kvcache.active(shared):
+                    logits, _ = self.forward(torch.tensor([[t] for t in nxt], device=self.device),
+                                             cache=shared, keep=1)
+                got = torch.log_softmax(logits[:, -1, :].double(), dim=-1).cpu().numpy()
+            # float noise is ~1e-4 nats on average; dropping or misplacing the prompt moves it by ~1
+            tol = 1e-2 if next(self.model.parameters()).dtype == torch.float32 else 5e-2
+            ok = bool(np.abs(got - ref).mean(axis=1).max() <= tol)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            ok, why = False, f"{type(exc).__name__}: {exc}"
+        else:
+            why = "its log-probabilities differ from a plain forward pass"
+        if not ok:
+            self.shared_prefix = False
+            warnings.warn(f"model {self.name}: shared-prompt attention turned off ({why}); "
+                          "rows of a batch keep their own copy of the prompt's keys/values", stacklevel=3)
 
 
 class HFSession:

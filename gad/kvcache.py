@@ -197,11 +197,17 @@ def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
     cache = _ACTIVE.get()
     layer = None
     if cache is not None:
-        idx = getattr(module, "layer_idx", None)
         layers = getattr(cache, "layers", ())
-        if idx is not None and idx < len(layers) and isinstance(layers[idx], SharedPrefixLayer) \
-                and layers[idx].keys is key:
+        idx = getattr(module, "layer_idx", None)
+        if idx is not None and idx < len(layers) and layers[idx].keys is key:
             layer = layers[idx]
+        else:  # no usable layer_idx: find the layer whose suffix this is
+            layer = next((la for la in layers if getattr(la, "keys", None) is key), None)
+        if not isinstance(layer, SharedPrefixLayer):
+            if layer is None and any(isinstance(la, SharedPrefixLayer) for la in layers):
+                raise RuntimeError("shared-prefix attention got keys of no layer of the active cache; "
+                                   "this model's attention does not follow the transformers interface")
+            layer = None
     if layer is None or (dropout and module.training) or kwargs.get("softcap") is not None \
             or kwargs.get("sliding_window") is not None or kwargs.get("s_aux") is not None:
         if layer is not None:  # materialise the full context for the model's own implementation

@@ -97,7 +97,12 @@ def test_harness_sygus_task_files(tmp_path) -> None:
     for kind in ("kl", "expectation"):
         png = out / "plots" / f"slia__bikes_small_{kind}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        png.unlink()
     assert (out / "tries" / "slia__bikes_small.trie").exists()
+    from gad.eval.plots import replot  # redraws the plots from summary.json alone
+
+    assert sorted(p.name for p in replot(out)) == ["slia__bikes_small_expectation.png", "slia__bikes_small_kl.png"]
+    assert (out / "plots" / "slia__bikes_small_kl.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_harness_exact_task_kl_ordering(tmp_path) -> None:

@@ -162,3 +162,37 @@ def test_batched_sampling_with_dropped_rows_equals_one_row_at_a_time(smollm2) ->
     assert [s.token_ids for s in one] == [s.token_ids for s in six]
     assert len({len(s.token_ids) for s in six}) > 1  # rows did finish at different steps
     np.testing.assert_allclose([s.logprob for s in one], [s.logprob for s in six], atol=1e-3)
+
+
+def test_shared_prefix_attention_refuses_keys_it_cannot_place() -> None:
+    layer = kvcache.SharedPrefixLayer(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+    layer.update(torch.zeros(2, 1, 1, 2), torch.zeros(2, 1, 1, 2))
+    module = types.SimpleNamespace(num_key_value_groups=1, is_causal=True, training=False, config=object())
+    stray = torch.zeros(2, 1, 1, 2)  # not the suffix of any layer: computing with it would drop the prefix
+    with kvcache.active(types.SimpleNamespace(layers=[layer])), pytest.raises(RuntimeError, match="no layer"):
+        kvcache.shared_prefix_attention(module, torch.zeros(2, 1, 1, 2), stray, stray, None)
+    with kvcache.active(types.SimpleNamespace(layers=[layer])):  # found by identity without layer_idx
+        out, _ = kvcache.shared_prefix_attention(module, torch.zeros(2, 1, 1, 2), layer.keys, layer.values, None)
+    assert out.shape == (2, 1, 1, 2)
+
+
+def test_a_model_whose_attention_ignores_the_prefix_is_caught_at_the_first_batch(smollm2, monkeypatch) -> None:
+    """The load-time check compares shared-prefix attention with a plain pass; an attention that drops
+    the prefix (as a model outside the transformers attention interface would) turns the feature off."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from gad.hf import HFLanguageModel
+
+    def suffix_only(module, query, key, value, attention_mask, **kw):
+        return sdpa_attention_forward(module, query, key, value, None, **kw)
+
+    assert smollm2.shared_prefix and smollm2._shared_checked  # the real model passed its check
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, kvcache.ATTN_NAME, suffix_only)
+    lm = HFLanguageModel(smollm2.model, smollm2.tokenizer, name="broken-attention")
+    assert lm.shared_prefix
+    prompt = _prompt(smollm2)
+    with pytest.warns(UserWarning, match="shared-prompt attention turned off"):
+        s = lm.session(prompt, batch=2)
+    assert not lm.shared_prefix
+    s.append([28, 29])
+    np.testing.assert_allclose(s.logprobs(), smollm2.logprobs([prompt + [28], prompt + [29]]), atol=2e-4)
