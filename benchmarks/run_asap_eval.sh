@@ -9,7 +9,7 @@
 #
 # Notes
 # * binary/string_start_w_1_all_0 is an exact task: Q* is enumerated by the harness up to
-#   Task.exact_max_len = 6 tokens (not settable from the CLI); samples longer than that are excluded
+#   the task's exact_max_len = 6 tokens (`gad eval --exact-max-len T` overrides it); samples longer than that are excluded
 #   from KL/TV and reported as share_outside_support.  Sampling budget: the task's 16 tokens.
 # * The two SLIA problems are open tasks (union "ideal" estimator, sliding window $WINDOW).
 #   --max-new-tokens 64 overrides the task default of 128 (observed solutions are <= ~40 tokens).

@@ -239,3 +239,12 @@ def test_eval_cli_prints_acceptance_next_to_kl(tmp_path, capsys) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--drafter" in err
+
+
+def test_exact_max_len_override(tmp_path) -> None:
+    s = ev.run(["dyck3"], ["gcd"], 3, model="toy", out_dir=tmp_path, exact_max_len=4, progress=False)
+    assert s["tasks"]["dyck3"]["exact_max_len"] == 4
+    # dyck3 words of <= 4 characters (one token each in the toy model): (), ()(), (())
+    assert s["tasks"]["dyck3"]["support"] == 3
+    with pytest.raises(InvalidArgumentError, match="exact_max_len"):
+        ev.run(["dyck3"], ["gcd"], 3, model="toy", out_dir=tmp_path, exact_max_len=0)

@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="overrides each task's budget")
     parser.add_argument("--window", type=int, default=500, help="sliding window of the open-task KL")
+    parser.add_argument("--exact-max-len", type=int, default=None, metavar="T",
+                        help="enumeration bound (tokens) of Q* on exact tasks; overrides each task's own")
     parser.add_argument("--no-progress", action="store_true")
     from ..cli import _accept, _drafter_type, _positive_int
 
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             "draft_k": getattr(args, "draft_k", SPEC_DEFAULTS["draft_k"])}
     summary = run_eval(args.task, args.method, args.n, model=args.model, out_dir=args.out, seed=args.seed,
                        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, window=args.window,
-                       progress=not args.no_progress, speculative=spec)
+                       progress=not args.no_progress, speculative=spec,
+                       exact_max_len=getattr(args, "exact_max_len", None))
     print(format_summary(summary))
     print(f"wrote {args.out}/samples.jsonl, summary.json, summary.csv, plots/")
     return 0

@@ -212,7 +212,7 @@ def _finite(x: float | None) -> float | None:
 def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: Any = "toy",
         out_dir: str | os.PathLike[str] = "gad-eval", seed: int = 0, batch_size: int | None = None,
         max_new_tokens: int | None = None, window: int = 500, progress: bool = True,
-        persist_tries: bool = True, exact_node_budget: int = 200_000,
+        persist_tries: bool = True, exact_node_budget: int = 200_000, exact_max_len: int | None = None,
         speculative: dict[str, Any] | None = None) -> dict[str, Any]:
     """Evaluate ``methods`` on ``tasks`` with ``n`` samples each; write the files listed above.
 
@@ -229,12 +229,13 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         progress: tqdm bar per (task, method) showing samples/s.
         persist_tries: keep ASAp tries under ``out_dir/tries`` (reused by a rerun).
         exact_node_budget: node budget of the exact enumeration.
+        exact_max_len: overrides every exact task's enumeration bound (tokens; ``Task.exact_max_len``).
         speculative: settings of the ``spec-*`` methods: ``drafter`` (a ``make_drafter`` name, default
             ``forced+ngram``), ``accept`` (``lossless`` or a relaxed rule), ``draft_k`` (default 4).
     Returns:
         the summary dict (also written to ``summary.json``).
     Raises:
-        InvalidArgumentError: unknown task or method, ``n < 1``.
+        InvalidArgumentError: unknown task or method, ``n < 1``, ``exact_max_len < 1``.
         EnumerationBudgetError: an exact task's enumeration is too large.
         ResultsFileError: an output file could not be written.
     """
@@ -249,7 +250,12 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         raise InvalidArgumentError(f"speculative: unknown settings {sorted(unknown)}; known: {sorted(SPEC_DEFAULTS)}")
     if not isinstance(spec_opts["draft_k"], int) or spec_opts["draft_k"] < 1:
         raise InvalidArgumentError(f"speculative: draft_k must be a positive integer, got {spec_opts['draft_k']!r}")
+    if exact_max_len is not None and (not isinstance(exact_max_len, int) or exact_max_len < 1):
+        raise InvalidArgumentError(f"exact_max_len must be a positive integer, got {exact_max_len!r}")
     task_objs = [get_task(t) for t in tasks]
+    if exact_max_len is not None:
+        task_objs = [dataclasses.replace(t, exact_max_len=exact_max_len) if t.kind == "exact" else t
+                     for t in task_objs]
     lm = _resolve_model(model)
     out = Path(out_dir)
     (out / "plots").mkdir(parents=True, exist_ok=True)
