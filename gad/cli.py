@@ -107,7 +107,8 @@ def _add_sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grammar", required=True, metavar="FILE", help="grammar file (.lark, .ebnf, .gbnf)")
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the prompt")
     p.add_argument("-n", type=_positive_int, default=1, help="number of samples (default 1)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=256, help="token budget per sample")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=256,
+                   help="token budget per sample (default 256)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--model", default=None, metavar="PATH",
                    help="local HF model directory or .gguf file (default: bundled SmolLM2-135M-Instruct)")
@@ -177,6 +178,15 @@ def write_jsonl_atomic(path: str | os.PathLike[str], rows: Sequence[dict[str, An
         raise
 
 
+def _trie_nodes(path: str | None) -> int | None:
+    """Node count of the trie file at ``path`` (None when there is none)."""
+    if path is None or not Path(path).is_file():
+        return None
+    from .phi.trie_io import trie_header
+
+    return int(trie_header(path)["n_nodes"])
+
+
 def run_sample(args: argparse.Namespace) -> int:
     """``gad sample``: load the model and grammar, sample, print (and write ``--out``). Returns 0."""
     import gad
@@ -201,11 +211,16 @@ def run_sample(args: argparse.Namespace) -> int:
     grammar = gad.Grammar.from_file(args.grammar)
     lm = gad.load_model(args.model, device=args.device, cache_dir=args.cache_dir)
     compiled = gad.compile(grammar, lm.vocab, cache_dir=args.cache_dir)
+    before = _trie_nodes(args.trie)
     samples = gad.sample(lm, grammar, args.prompt, n=args.n, method=args.method, seed=args.seed,
                          max_new_tokens=args.max_new_tokens, trie=args.trie, batch_size=args.batch_size,
                          chat=not args.raw, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                          compiled=compiled, progress=not args.no_progress, speculative=speculative,
                          draft_k=args.draft_k, tree=args.tree, accept=args.accept)
+    if args.trie is not None and args.method == "asap":
+        after = _trie_nodes(args.trie)
+        print(f"ASAp trie {args.trie}: {after} nodes ({'new' if before is None else f'was {before}'}), saved",
+              file=sys.stderr)
     for i, s in enumerate(samples):
         print(f"--- sample {i}: finished={s.finished} logprob={s.logprob:.4f} nats tokens={len(s.token_ids)}")
         print(s.text)

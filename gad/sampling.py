@@ -256,6 +256,7 @@ def _sample_batch(lm: LanguageModel, compiled: Any, est: PhiEstimator, prompt_id
     pad = int(vocab.eos_ids[0])
     rngs = [np.random.default_rng([int(seed), int(i)]) for i in rows]
     matchers = [compiled.matcher() for _ in rows]
+    t0 = time.perf_counter()  # the progress bar's tokens/s counts the prompt pass too
     session = lm.session(prompt_ids, batch=b)
     gen: list[list[int]] = [[] for _ in rows]
     logprob = np.zeros(b)
@@ -263,7 +264,6 @@ def _sample_batch(lm: LanguageModel, compiled: Any, est: PhiEstimator, prompt_id
     done = [False] * b
     eos_of = [pad] * b
     dead = [False] * b
-    t0 = time.perf_counter()
     n_tokens = 0
     live = list(range(b))  # batch row held by each session row, in session order
     can_drop = callable(getattr(session, "keep_rows", None))

@@ -21,6 +21,7 @@ from gad.phi import (
     make_estimator,
     save_trie,
 )
+from gad.phi.trie_io import trie_header
 from gad.vocab import Vocabulary
 
 
@@ -166,6 +167,11 @@ def test_save_load_round_trip(tmp_path) -> None:
         np.testing.assert_array_equal(back.columns()[k], v, err_msg=k)
     assert all_nodes(back) == all_nodes(est.trie)
     assert back.samples == est.trie.samples == 4
+    head = trie_header(path)  # header only, without the columns
+    assert head["n_nodes"] == len(est.trie) and head["samples"] == 4 and head["identity"] == est.identity
+    (tmp_path / "junk.trie").write_bytes(b"not a trie at all")
+    with pytest.raises(TrieFormatError, match="bad magic"):
+        trie_header(tmp_path / "junk.trie")
     # through the estimator: a path trie loads, answers identical Φ̂, and keeps learning identically
     est2 = make_estimator("asap", lm=lm, compiled=g, prompt_ids=[5, 6], trie=str(path))
     m = g.matcher()

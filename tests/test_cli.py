@@ -109,3 +109,17 @@ def test_bad_speculative_exit_2(spec: str, needle: str, capsys: pytest.CaptureFi
     rc = main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--speculative", spec])
     assert rc == 2
     _one_line_error(capsys, "--speculative", needle)
+
+
+def test_asap_trie_file_is_created_then_grown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trie = tmp_path / "json.trie"
+    argv = ["sample", "--grammar", JSON_GRAMMAR, "--prompt", "Give a JSON list of two small numbers.",
+            "-n", "2", "--max-new-tokens", "8", "--method", "asap", "--trie", str(trie), "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().err
+    assert f"ASAp trie {trie}:" in first and "(new), saved" in first
+    n1 = int(first.split(f"ASAp trie {trie}: ")[1].split(" nodes")[0])
+    assert main([*argv, "--seed", "7"]) == 0
+    second = capsys.readouterr().err
+    n2 = int(second.split(f"ASAp trie {trie}: ")[1].split(" nodes")[0])
+    assert f"(was {n1})" in second and n2 >= n1 > 1

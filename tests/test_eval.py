@@ -99,7 +99,10 @@ def test_harness_sygus_task_files(tmp_path) -> None:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         png.unlink()
     assert (out / "tries" / "slia__bikes_small.trie").exists()
+    from gad.eval.plots import main as plots_main
     from gad.eval.plots import replot  # redraws the plots from summary.json alone
+
+    assert plots_main([str(tmp_path / "no-such-run")]) == 2  # a clear one-line error, no traceback
 
     assert sorted(p.name for p in replot(out)) == ["slia__bikes_small_expectation.png", "slia__bikes_small_kl.png"]
     assert (out / "plots" / "slia__bikes_small_kl.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", type=int, default=100, help="samples per task and method (default 100)")
     parser.add_argument("--out", default="gad-eval", help="output folder (default gad-eval)")
     parser.add_argument("--model", default="toy",
-                        help="'toy' (char-level toy model), 'bundled' (SmolLM2) or a model path")
+                        help="'toy' (char-level toy model; the default), 'bundled' (SmolLM2-135M-Instruct) "
+                             "or a local model path")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="overrides each task's budget")

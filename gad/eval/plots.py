@@ -86,6 +86,28 @@ def replot(out_dir: str | os.PathLike[str]) -> list[Path]:
     return written
 
 
-if __name__ == "__main__":
-    for p in replot(sys.argv[1] if len(sys.argv) > 1 else "gad-eval"):
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gad.eval.plots OUT_DIR``: redraw the plots of a ``gad eval`` output folder.
+
+    Returns 0, or 2 (with a one-line message) when the folder has no readable ``summary.json``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m gad.eval.plots",
+                                 description="Redraw the PNG plots of a gad eval output folder from its summary.json.")
+    ap.add_argument("out", nargs="?", default="gad-eval", help="the gad eval --out folder (default gad-eval)")
+    args = ap.parse_args(argv)
+    try:
+        paths = replot(args.out)
+    except FileNotFoundError:
+        print(f"{ap.prog}: error: {args.out}: no summary.json (not a gad eval output folder)", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"{ap.prog}: error: {args.out}/summary.json is not a gad eval summary ({exc})", file=sys.stderr)
+        return 2
+    for p in paths:
         print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -117,6 +117,42 @@ def save_trie(trie: PhiTrie, path: str | os.PathLike[str]) -> None:
             mv.release()
 
 
+def _parse_header(data: bytes, path: str) -> tuple[dict[str, Any], int]:
+    """The JSON header of a trie file's bytes (at least its first ``16 + header`` bytes) and its length."""
+    if len(data) < 16 or data[:8] != MAGIC:
+        raise TrieFormatError(f"{path}: not a gad Φ-trie file (bad magic)")
+    version, hlen = struct.unpack_from("<II", data, 8)
+    if version != FORMAT_VERSION:
+        raise TrieFormatError(f"{path}: trie format version {version}, this gad reads {FORMAT_VERSION}")
+    if 16 + hlen > len(data):
+        raise TrieFormatError(f"{path}: truncated (header)")
+    try:
+        header = json.loads(data[16:16 + hlen].decode("utf-8"))
+        n = int(header["n_nodes"])
+        columns = [(str(a), str(b)) for a, b in header["columns"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TrieFormatError(f"{path}: corrupted header ({exc})") from exc
+    if columns != [tuple(c) for c in _COLUMNS] or n < 1:
+        raise TrieFormatError(f"{path}: unexpected column layout")
+    return header, hlen
+
+
+def trie_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The header of a saved trie without reading its columns: ``n_nodes``, ``samples`` (samples learnt
+    from), ``identity`` (model, grammar, prompt, settings), ``format``, ``columns``.
+
+    Raises:
+        TrieFormatError: not a trie file, unknown version, or a truncated / corrupted header.
+        OSError: the file cannot be read.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+        if len(head) == 16 and head[:8] == MAGIC:
+            head += f.read(struct.unpack_from("<II", head, 8)[1])
+    return _parse_header(head, path)[0]
+
+
 def load_trie(path: str | os.PathLike[str], expected: dict[str, Any] | None = None) -> PhiTrie:
     """Load a trie saved by :func:`save_trie`.
 
@@ -129,22 +165,9 @@ def load_trie(path: str | os.PathLike[str], expected: dict[str, Any] | None = No
     path = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
-    if len(data) < 16 or data[:8] != MAGIC:
-        raise TrieFormatError(f"{path}: not a gad Φ-trie file (bad magic)")
-    version, hlen = struct.unpack_from("<II", data, 8)
-    if version != FORMAT_VERSION:
-        raise TrieFormatError(f"{path}: trie format version {version}, this gad reads {FORMAT_VERSION}")
-    if 16 + hlen + 32 > len(data):
-        raise TrieFormatError(f"{path}: truncated (header)")
-    hb = data[16:16 + hlen]
-    try:
-        header = json.loads(hb.decode("utf-8"))
-        n = int(header["n_nodes"])
-        columns = [(str(a), str(b)) for a, b in header["columns"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise TrieFormatError(f"{path}: corrupted header ({exc})") from exc
-    if columns != [tuple(c) for c in _COLUMNS] or n < 1:
-        raise TrieFormatError(f"{path}: unexpected column layout")
+    header, hlen = _parse_header(data, path)
+    n = int(header["n_nodes"])
+    columns = [(str(a), str(b)) for a, b in header["columns"]]
     size = sum(np.dtype(dt).itemsize for _, dt in columns) * n
     end = 16 + hlen + size
     if len(data) != end + 32:
