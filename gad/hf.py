@@ -234,7 +234,9 @@ class HFLanguageModel:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
         self.prompt_store = kvcache.PromptKVStore(prompt_cache_bytes) if prompt_cache_bytes > 0 else None
-        self.shared_prefix = bool(share_prompt) and kvcache.enable_shared_prefix(model)
+        # sliding-window or recurrent layers cannot hold a shared prefix: keep the model's own attention
+        self.shared_prefix = bool(share_prompt) and kvcache.can_share_prefix(model.config) \
+            and kvcache.enable_shared_prefix(model)
         self._shared_checked = False
 
     @property
@@ -390,7 +392,7 @@ class HFSession:
         config = lm.model.config
         stored = lm.prompt_store.get(self.prompt) if lm.prompt_store is not None else None
         if stored is None:
-            cache = kvcache.new_cache(config)
+            cache = kvcache.new_cache(config, croppable=batch == 1)  # batch 1 may roll back (speculative)
             ids = torch.tensor([self.prompt], dtype=torch.long, device=lm.device)
             with torch.inference_mode():
                 logits, cache = lm.forward(ids, cache=cache, keep=1)

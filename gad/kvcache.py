@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 ATTN_NAME = "gad_shared_prefix"
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("gad_shared_prefix_cache", default=None)
@@ -79,6 +79,33 @@ class GrowingKVLayer(DynamicLayer):
         super().reset()
 
 
+class SlidingWindowKVLayer(GrowingKVLayer):
+    """A sliding-window layer that keeps every position, so that it can be cropped anywhere.
+
+    ``transformers``' ``DynamicSlidingWindowLayer`` keeps only the last ``sliding_window - 1`` positions
+    and refuses to crop once the window is full, which breaks rollbacks (speculative decoding).  This
+    layer stores the whole context in a growing buffer but, like it, gives attention only the
+    positions inside the window (:meth:`update` and :meth:`get_mask_sizes` agree on them), so the
+    cost of a step stays that of the window."""
+
+    is_sliding = True
+
+    def __init__(self, sliding_window: int, **kwargs: Any) -> None:
+        super().__init__()
+        self.sliding_window = int(sliding_window)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = super().update(key_states, value_states)
+        visible = self.sliding_window - 1 + key_states.shape[-2]
+        return keys[..., -visible:, :], values[..., -visible:, :]
+
+    def get_mask_sizes(self, query_length: Any, *args: Any) -> tuple[int, int]:
+        q = query_length if isinstance(query_length, int) else int(query_length.shape[0])  # old: cache_position
+        past = self.get_seq_length()
+        return min(past, self.sliding_window - 1) + q, max(past - self.sliding_window + 1, 0)
+
+
 class SharedPrefixLayer(GrowingKVLayer):
     """Keys/values of ``B`` rows that share a prefix: the prefix once, ``(1, kv_heads, P, head_dim)``, and
     each row's suffix in the inherited growing buffer, ``(B, kv_heads, S, head_dim)``.
@@ -114,15 +141,18 @@ class SharedPrefixLayer(GrowingKVLayer):
             super().batch_select_indices(indices)
 
 
-def new_cache(config: Any, prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+def new_cache(config: Any, prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
+              croppable: bool = False) -> Any:
     """A ``transformers.DynamicCache`` for ``config`` whose full-attention layers are growing buffers.
 
     Args:
         config: the model config (its layer types decide which layers are replaced; sliding-window
-            and other special layers are kept as ``transformers`` makes them).
+            and other special layers are kept as ``transformers`` makes them, unless ``croppable``).
         prefix: per layer ``(keys, values)`` of shape ``(1, kv_heads, P, head_dim)``: the layers become
             :class:`SharedPrefixLayer` holding them (only when every layer is a plain full-attention
             layer; otherwise ``ValueError``).
+        croppable: sliding-window layers become :class:`SlidingWindowKVLayer` (they keep the whole
+            context), so that ``crop`` works at any length (rollbacks).
     """
     from transformers import DynamicCache
 
@@ -142,7 +172,16 @@ def new_cache(config: Any, prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] |
         cache.layers = [SharedPrefixLayer(k, v) for k, v in prefix]
     else:
         cache.layers = [GrowingKVLayer() if p else layer for p, layer in zip(plain, layers, strict=True)]
+        if croppable:
+            cache.layers = [SlidingWindowKVLayer(layer.sliding_window)
+                            if type(layer) is DynamicSlidingWindowLayer else layer for layer in cache.layers]
     return cache
+
+
+def can_share_prefix(config: Any) -> bool:
+    """True when a cache for ``config`` can hold a shared prefix: every layer is a plain full-attention
+    layer (no sliding window, no recurrent state) in a ``transformers`` that builds its layers eagerly."""
+    return supports_shared_prefix(new_cache(config))
 
 
 def supports_shared_prefix(cache: Any) -> bool:
@@ -150,7 +189,7 @@ def supports_shared_prefix(cache: Any) -> bool:
     recurrent state), so that it can be rebuilt with :class:`SharedPrefixLayer`."""
     layers = getattr(cache, "layers", None)
     return bool(layers) and all(isinstance(layer, GrowingKVLayer) and not isinstance(layer, SharedPrefixLayer)
-                                for layer in layers)
+                                and not getattr(layer, "is_sliding", False) for layer in layers)
 
 
 def prefix_of(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
