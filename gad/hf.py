@@ -201,7 +201,8 @@ class HFLanguageModel:
             ``prompt_cache_bytes=0``): a session on a stored prompt skips the prompt pass.
         shared_prefix: True when sessions of several rows keep the prompt's keys/values once
             (:class:`gad.kvcache.SharedPrefixLayer`); this switches the model's attention
-            implementation to ``"gad_shared_prefix"``, which calls the original one for every other use.
+            implementation to ``"gad_shared_prefix"`` (``…_eager`` for an eager model), which calls the
+            original one for every other use.
     """
 
     def __init__(self, model: Any, tokenizer: Any, name: str | None = None, max_batch: int = 32,

@@ -14,8 +14,9 @@ module removes both:
   attention of FlashInfer (Ye et al., 2024), exact up to floating-point summation order.
 
 :func:`enable_shared_prefix` registers the attention function with ``transformers`` under the name
-``"gad_shared_prefix"`` (it wraps the model's own implementation, which it calls for every layer
-that is not a :class:`SharedPrefixLayer`, so other uses of the model are unchanged).
+``"gad_shared_prefix"`` (``"gad_shared_prefix_eager"`` for an eager model); it wraps the model's own
+implementation, which it calls for every layer that is not a :class:`SharedPrefixLayer`, so other
+uses of the model are unchanged.
 :class:`PromptKVStore` keeps the prompt pass of recent prompts so that later sessions on the same
 prompt skip it.
 """
@@ -32,9 +33,10 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-ATTN_NAME = "gad_shared_prefix"
+ATTN_NAME = "gad_shared_prefix"  # wraps sdpa
+ATTN_NAME_EAGER = "gad_shared_prefix_eager"  # wraps eager (its own name: eager needs eager's masks)
+_WRAPS = {"sdpa": ATTN_NAME, "eager": ATTN_NAME_EAGER}
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("gad_shared_prefix_cache", default=None)
-_ORIGINAL: dict[str, str] = {}  # id of a model config -> its attention implementation before ours
 
 
 class GrowingKVLayer(DynamicLayer):
@@ -212,10 +214,9 @@ def active(cache: Any) -> Iterator[None]:
 def _original(module: Any) -> Callable[..., Any]:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    name = _ORIGINAL.get(str(id(module.config)), "sdpa")
-    if name == "eager":
+    if getattr(getattr(module, "config", None), "_attn_implementation", None) == ATTN_NAME_EAGER:
         return sys.modules[type(module).__module__].eager_attention_forward  # type: ignore[no-any-return]
-    return ALL_ATTENTION_FUNCTIONS[name]  # type: ignore[no-any-return]
+    return ALL_ATTENTION_FUNCTIONS["sdpa"]  # type: ignore[no-any-return]
 
 
 def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -278,8 +279,9 @@ def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
 
 
 def enable_shared_prefix(model: Any) -> bool:
-    """Route ``model``'s attention through :func:`shared_prefix_attention` (registered as
-    ``"gad_shared_prefix"``), keeping its own implementation for every other call.
+    """Route ``model``'s attention through :func:`shared_prefix_attention`, registered as
+    ``"gad_shared_prefix"`` for an sdpa model and ``"gad_shared_prefix_eager"`` for an eager one (each
+    with its original's attention masks), keeping the original implementation for every other call.
 
     Returns:
         True when enabled; False when the model's implementation is not ``sdpa`` or ``eager``, or the
@@ -288,26 +290,19 @@ def enable_shared_prefix(model: Any) -> bool:
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    config = model.config
-    current = getattr(config, "_attn_implementation", None)
-    if current == ATTN_NAME:
+    current = getattr(model.config, "_attn_implementation", None)
+    if current in _WRAPS.values():
         return True
-    if current not in ("sdpa", "eager") or not hasattr(model, "set_attn_implementation"):
+    if current not in _WRAPS or not hasattr(model, "set_attn_implementation"):
         return False
-    ALL_ATTENTION_FUNCTIONS.register(ATTN_NAME, shared_prefix_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_NAME, ALL_MASK_ATTENTION_FUNCTIONS[current])
-    _ORIGINAL[str(id(config))] = current
+    name = _WRAPS[current]
+    ALL_ATTENTION_FUNCTIONS.register(name, shared_prefix_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS[current])
     try:
-        model.set_attn_implementation(ATTN_NAME)
+        model.set_attn_implementation(name)
     except Exception:  # noqa: BLE001 - an old or custom model: keep its own attention
         return False
-    if getattr(model.config, "_attn_implementation", None) != ATTN_NAME:
-        return False
-    for sub in model.modules():  # sub-configs (a text config inside the top one) use the same original
-        cfg = getattr(sub, "config", None)
-        if cfg is not None:
-            _ORIGINAL.setdefault(str(id(cfg)), current)
-    return True
+    return getattr(model.config, "_attn_implementation", None) == name
 
 
 class PromptKVStore:

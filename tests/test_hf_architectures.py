@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import gad
+from gad import kvcache
 
 ATOL = 1e-4
 _DEC = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -193,3 +194,30 @@ def test_sliding_window_layer_agrees_with_transformers_and_crops_anywhere() -> N
     assert ours.get_mask_sizes(2) == fresh.get_mask_sizes(2)
     for a, b in zip(ours.update(k, v), fresh.update(k, v), strict=True):
         assert torch.equal(a, b)
+
+
+def test_eager_and_sdpa_models_side_by_side(smollm2_tokenizer) -> None:
+    """An eager-attention model gets its own wrapper name (eager needs eager's additive masks) and stays
+    exact next to an sdpa model in the same process, batched and through a multi-token prompt pass."""
+    import transformers
+
+    from gad.hf import HFLanguageModel
+
+    tok = smollm2_tokenizer
+    lms = {}
+    for impl in ("eager", "sdpa"):  # eager first: the sdpa model's registration must not change its masks
+        config = transformers.LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                                          eos_token_id=tok.eos_token_id, initializer_range=0.2, **_DEC)
+        torch.manual_seed(1)
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=impl).eval()
+        lms[impl] = HFLanguageModel(model, tok, name=f"tiny-{impl}")
+    assert lms["sdpa"].model.config._attn_implementation == kvcache.ATTN_NAME
+    assert lms["eager"].model.config._attn_implementation == kvcache.ATTN_NAME_EAGER
+    prompt = lms["sdpa"].encode_prompt(PROMPT_TEXT)
+    for impl, lm in lms.items():
+        s = lm.session(prompt, batch=3)
+        s.append([28, 29, 30])
+        ref = lm.logprobs([prompt + [t] for t in (28, 29, 30)])
+        np.testing.assert_allclose(s.logprobs(), ref, atol=ATOL, err_msg=impl)
+        assert lm.shared_prefix, impl
+    np.testing.assert_allclose(lms["sdpa"].logprobs([prompt]), lms["eager"].logprobs([prompt]), atol=ATOL)
