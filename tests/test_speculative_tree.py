@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,3 +111,43 @@ def test_top_m_and_parse() -> None:
             parse_tree(bad)
     with pytest.raises(InvalidArgumentError, match="tree"):
         speculative_sample(TARGET, COMPILED, [], drafter=DRF, tree=(2, 2), accept="topm:2")
+
+
+def test_tree_log_carries_the_parents_coverage_certificate() -> None:
+    """Each child record holds its parent's p̃ entropy, KL(p̃‖q) and the greedy-tree certificate."""
+    from gad.speculative.certificates import kl, tree_certificate
+
+    (s,) = speculative_sample(TGT, COMPILED, [], n=1, drafter=DRF, tree=(2, 2), max_new_tokens=10, log=True,
+                              domain="toy")
+    first = [r for r in s.stats["log"] if r.step == 1 and r.depth == 1 and not r.bonus]
+    assert [r.token for r in first] == [0, 2]
+    m0 = COMPILED.matcher().mask()
+    p = np.exp(TGT.logprobs([()])[0]) * m0
+    p /= p.sum()
+    q = np.asarray(DRF.table[()]) * m0
+    q /= q.sum()
+    for r in first:  # siblings share the root's numbers
+        assert r.kl == pytest.approx(kl(p, q)) and r.certificate == pytest.approx(tree_certificate(p, 2))
+        assert r.entropy == pytest.approx(-(p[p > 0] * np.log(p[p > 0])).sum())
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_a_certified_tree_level_is_always_accepted(m: int) -> None:
+    """KL(p̃‖q) < C_tree(p̃, m) guarantees the greedy token is among the drafter's top-m children, so
+    every certified level of the log must be an accepted one (over many random drafters)."""
+    from gad.speculative.stats import summarize
+
+    records = []
+    for seed in range(12):
+        drafter = LMDrafter(random_lm(seed, "d"), 5)
+        (s,) = speculative_sample(TARGET, COMPILED, [], n=1, drafter=drafter, tree=(m, 3), max_new_tokens=10,
+                                  log=True, domain="toy")
+        records += [dataclasses.replace(r, step=1000 * seed + r.step) for r in s.stats["log"] if not r.bonus]
+    assert records and all(np.isfinite(r.certificate) or r.certificate == np.inf for r in records)
+    levels: dict[tuple[int, int], list] = {}
+    for r in records:
+        levels.setdefault((r.step, r.depth), []).append(r)
+    certified = [lv for lv in levels.values() if lv[0].certified]
+    assert certified, "no level was certified: the test would not test anything"
+    assert all(any(r.accepted for r in lv) for lv in certified)
+    assert summarize(records)["toy"].accepted_share_of_certified == 1.0

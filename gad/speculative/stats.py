@@ -93,12 +93,15 @@ class AcceptanceRecord:
 
         Computes entropy (nats), margin ``p_(1) − p_(2)``, ``KL(p‖q)`` (NaN without ``q``) and the rule's
         certificate (:func:`gad.speculative.certificates.certificate`; NaN for ``None`` or the lossless
-        rule).  ``rule`` may be an :class:`~gad.speculative.rules.AcceptRule` or a spec string.
+        rule).  ``rule`` may be an :class:`~gad.speculative.rules.AcceptRule`, a spec string, or a
+        :class:`~gad.speculative.certificates.TreeCoverage` (greedy-tree coverage:
+        :func:`~gad.speculative.certificates.tree_certificate`, for the children of the node where ``p``
+        and ``q`` were taken).
 
         Raises:
             InvalidArgumentError: invalid distributions, rule text or depth.
         """
-        from gad.speculative.certificates import certificate, kl
+        from gad.speculative.certificates import TreeCoverage, certificate, kl, tree_certificate
         from gad.speculative.rules import AcceptRule, check_distribution, entropy, parse_rule
 
         pa = check_distribution(p)
@@ -106,7 +109,10 @@ class AcceptanceRecord:
         margin = float(srt[0] - srt[1]) if srt.size > 1 else float(srt[0])
         div = kl(pa, q) if q is not None else math.nan
         r = parse_rule(rule) if isinstance(rule, str) else rule
-        cert = certificate(pa, r) if isinstance(r, AcceptRule) else math.nan
+        if isinstance(r, TreeCoverage):
+            cert = tree_certificate(pa, r.m)
+        else:
+            cert = certificate(pa, r) if isinstance(r, AcceptRule) else math.nan
         return cls(domain=domain, step=step, depth=depth, token=int(token), accepted=bool(accepted),
                    entropy=entropy(pa), margin=margin, kl=div, certificate=cert, bonus=bonus)
 
@@ -126,9 +132,11 @@ class AcceptanceSummary:
         mean_accepted / mean_accepted_with_bonus: mean tokens per verification step without / with the
         bonus token.  depth_profile: α(d) = P(accepted | reached, depth d), ``{d: α}``; depth_counts: reached
         nodes per depth.  spearman_rho: Spearman ρ(entropy, accepted) over reached nodes (NaN if undefined).
-        certified_share_of_accepted: fraction of accepted nodes with KL < certificate;
-        accepted_share_of_certified: fraction of certified nodes accepted (both over nodes that logged a
-        certificate; NaN if there are none).  mean_entropy in nats.
+        certified_share_of_accepted: fraction of accepted levels with KL < certificate;
+        accepted_share_of_certified: fraction of certified levels accepted (both over reached levels that
+        logged a certificate; NaN if there are none).  A level is a (step, depth): one node in a chain,
+        the siblings of a tree level (they share the parent's p̃, q and certificate; accepted when one of
+        them is).  mean_entropy in nats.
     """
 
     n_steps: int
@@ -199,9 +207,14 @@ def _summarize_group(records: list[AcceptanceRecord]) -> AcceptanceSummary:
     counts = {d: len(v) for d, v in sorted(by_depth.items())}
     ent = [r.entropy for r in reached]
     rho = spearman_rho(ent, [float(r.accepted) for r in reached])
-    with_cert = [r for r in reached if r.has_certificate]
-    acc_c = [r for r in with_cert if r.accepted]
-    cert_c = [r for r in with_cert if r.certified]
+    # certificates are per level (step, depth): one node in a chain, the m siblings of a tree level, which
+    # share their parent's p̃, q and certificate; a level is accepted when one of its nodes is
+    levels: dict[tuple[int, int], list[AcceptanceRecord]] = defaultdict(list)
+    for r in reached:
+        if r.has_certificate:
+            levels[(int(r.step), int(r.depth))].append(r)
+    acc_c = [any(r.accepted for r in lv) for lv in levels.values()]
+    cert_c = [any(r.certified for r in lv) for lv in levels.values()]
     finite_ent = [e for e in ent if not math.isnan(e)]
     return AcceptanceSummary(
         n_steps=len(steps), n_nodes=n_nodes, n_reached=len(reached), n_accepted=n_acc,
@@ -209,8 +222,8 @@ def _summarize_group(records: list[AcceptanceRecord]) -> AcceptanceSummary:
         mean_accepted=float(np.mean(lengths)) if lengths else math.nan,
         mean_accepted_with_bonus=float(np.mean(lengths_bonus)) if lengths_bonus else math.nan,
         depth_profile=profile, depth_counts=counts, spearman_rho=rho,
-        certified_share_of_accepted=_ratio(sum(r.certified for r in acc_c), len(acc_c)),
-        accepted_share_of_certified=_ratio(sum(r.accepted for r in cert_c), len(cert_c)),
+        certified_share_of_accepted=_ratio(sum(c for a, c in zip(acc_c, cert_c, strict=True) if a), sum(acc_c)),
+        accepted_share_of_certified=_ratio(sum(a for a, c in zip(acc_c, cert_c, strict=True) if c), sum(cert_c)),
         mean_entropy=float(np.mean(finite_ent)) if finite_ent else math.nan,
     )
 

@@ -344,24 +344,31 @@ def tree_sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter
         def lp_of(node: int, root_lp: np.ndarray = root_lp, node_lp: np.ndarray = node_lp) -> np.ndarray:
             return root_lp if node < 0 else node_lp[node]
 
-        def target_at(node: int, tree: DraftTree = tree, lp_of: Any = lp_of) -> np.ndarray | None:
+        seen: dict[int, np.ndarray] = {}  # p̃ at each node the walk visited (for the log)
+
+        def target_at(node: int, tree: DraftTree = tree, lp_of: Any = lp_of,
+                      seen: dict[int, np.ndarray] = seen) -> np.ndarray | None:
             mask = tree.root_mask if node < 0 else tree.masks[node]
             if mask is None:
                 return None
             lp = lp_of(node)
             prefix = gen + (tree.path(node) if node >= 0 else [])
-            return tilted(lp, mask, est.child_phi(prefix, lp, mask))
+            seen[node] = tilted(lp, mask, est.child_phi(prefix, lp, mask))
+            return seen[node]
 
         path, g, reached = greedy_accept(tree, target_at, eos)
         steps += 1
         drafted += len(tree)
         accepted += len(path)
         if log:
+            from .certificates import TreeCoverage
             from .stats import AcceptanceRecord
 
-            for node, ok in reached:
-                records.append(AcceptanceRecord(domain=domain or "", step=step_base + steps,
-                                                depth=tree.depths[node], token=tree.tokens[node], accepted=ok))
+            for node, ok in reached:  # siblings share their parent's p̃, q and coverage certificate
+                parent = tree.parents[node]
+                records.append(AcceptanceRecord.from_distributions(
+                    domain or "", step_base + steps, tree.depths[node], tree.tokens[node], ok,
+                    p=seen[parent], q=tree.q.get(parent), rule=TreeCoverage(m)))
             if g is not None:
                 records.append(AcceptanceRecord(domain=domain or "", step=step_base + steps,
                                                 depth=len(path) + 1, token=g, accepted=True, bonus=True))
