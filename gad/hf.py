@@ -541,14 +541,9 @@ class HFSession:
         return int(self._cache.get_seq_length())
 
     def _crop(self, new_len: int) -> None:
-        cur = self._cache_len()
-        if cur <= new_len:
-            return
-        crop = self._cache.crop
-        if "tokens_to_remove" in inspect.signature(crop).parameters:
-            crop(-(cur - new_len))
-        else:  # older transformers: crop(max_length)
-            crop(new_len)
+        from .kvcache import crop_to
+
+        crop_to(self._cache, new_len)
 
     def _ensure_cache_current(self) -> None:
         """After a rollback past the kept history the cache may lack the last token: re-feed it."""

@@ -180,6 +180,20 @@ def new_cache(config: Any, prefix: Sequence[tuple[torch.Tensor, torch.Tensor]] |
     return cache
 
 
+def crop_to(cache: Any, new_len: int) -> None:
+    """Crop ``cache`` (any ``transformers`` cache with ``crop``) to its first ``new_len`` positions; a
+    no-op when it holds no more.  Works with both ``crop`` conventions (tokens to remove / max length)."""
+    import inspect
+
+    cur = int(cache.get_seq_length())
+    if cur <= new_len:
+        return
+    if "tokens_to_remove" in inspect.signature(cache.crop).parameters:
+        cache.crop(-(cur - new_len))
+    else:  # older transformers: crop(max_length)
+        cache.crop(new_len)
+
+
 def can_share_prefix(config: Any) -> bool:
     """True when a cache for ``config`` can hold a shared prefix: every layer is a plain full-attention
     layer (no sliding window, no recurrent state) in a ``transformers`` that builds its layers eagerly."""

@@ -173,14 +173,11 @@ class HFTreeScorer:
     kind = "tree-attention"
 
     def __init__(self, lm: Any, prompt: list[int]) -> None:
-        from transformers import DynamicCache
+        from ..kvcache import new_cache
 
         self.lm = lm
         self.model = lm.model
-        try:
-            self.cache = DynamicCache(config=self.model.config)
-        except TypeError:
-            self.cache = DynamicCache()
+        self.cache = new_cache(self.model.config)  # growing buffers: no copy of the cache per pass
         self.cached: list[int] = []  # token ids in the cache (prompt + committed, minus pending)
         ids = lm._check_context(prompt) if hasattr(lm, "_check_context") else list(prompt)
         self.prompt = ids
@@ -248,15 +245,9 @@ class HFTreeScorer:
 
 
     def _crop(self, new_len: int) -> None:
-        import inspect
+        from ..kvcache import crop_to
 
-        cur = int(self.cache.get_seq_length())
-        if cur <= new_len:
-            return
-        if "tokens_to_remove" in inspect.signature(self.cache.crop).parameters:
-            self.cache.crop(-(cur - new_len))
-        else:  # older transformers: crop(max_length)
-            self.cache.crop(new_len)
+        crop_to(self.cache, new_len)
 
 
 def make_scorer(lm: Any, prompt: list[int]) -> Any:
