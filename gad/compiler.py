@@ -621,17 +621,30 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
             try:
                 with open(path, "rb") as f:
                     state = pickle.load(f)
-                cg = CompiledGrammar.__new__(CompiledGrammar)
-                cg.__dict__.update(state)
-                cg.grammar = gobj
-                cg.vocab = vocab
-                return cg
+                # a file under this name that does not hold this very key's tables (another
+                # grammar's file copied over it, a pickle of something else) is rebuilt, never used
+                if isinstance(state, dict) and state.get("_cache_key") == key and _STATE_KEYS <= state.keys():
+                    cg = CompiledGrammar.__new__(CompiledGrammar)
+                    cg.__dict__.update(state)
+                    cg.grammar = gobj
+                    cg.vocab = vocab
+                    return cg
             except Exception:  # noqa: BLE001 - a broken cache entry is rebuilt, never trusted
                 pass
     cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
     if path is not None:
+        cg._cache_key = key
         save_compiled(cg, path)
     return cg
+
+
+# attributes every CompiledGrammar has after __init__ (besides grammar / vocab): a cache file
+# missing any of them is not used
+_STATE_KEYS = frozenset({
+    "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
+    "_stk_state", "_stk_index", "_feed_memo", "_allowed_memo", "_ok_memo", "_masks", "mask_cache_size",
+    "_dense_min", "stats", "_cache_key"})
 
 
 def save_compiled(cg: CompiledGrammar, path: Path) -> None:

@@ -135,6 +135,9 @@ _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f", "v": "\v", "0": "
                    '"': '"', "'": "'", "[": "[", "]": "]", "-": "-", "^": "^", "/": "/"}
 _HEX_LEN = {"x": 2, "u": 4, "U": 8}
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+# x{m,n} needs n - m nested optional rules (an LALR parser cannot do with fewer); Lark's analysis
+# is quadratic in their number (1,000 took 12 s), so wider ranges are refused at load.
+MAX_OPTIONAL_REPEAT = 512
 _REPEAT_RE = re.compile(r"\{\s*(\d+)\s*(?:(,)\s*(\d*)\s*)?\}")
 
 
@@ -266,6 +269,11 @@ class _Lexer:
                     hi_n = int(m.group(3)) if m.group(3) else None
                 if hi_n is not None and hi_n < lo_n:
                     raise self.error(f"bad repetition {{{lo_n},{hi_n}}}: max < min", start)
+                if hi_n is not None and hi_n - lo_n > MAX_OPTIONAL_REPEAT:
+                    raise UnsupportedGrammarError(
+                        f"repetition {{{lo_n},{hi_n}}} allows {hi_n - lo_n} optional copies; at most "
+                        f"{MAX_OPTIONAL_REPEAT} are supported (each is a rule of the LALR parser)",
+                        path=self.path, line=line, column=col)
                 self.pos = m.end()
                 out.append(_Tok("REPEAT", (lo_n, hi_n), line, col))
             else:
@@ -470,6 +478,7 @@ def _lark_name(name: str, taken: set[str]) -> str:
 
 class _Converter:
     MAX_EXPANSIONS = 64  # hoist groups into helper rules when Lark's inline expansion would exceed this
+    MAX_INLINE_REPEAT = 8  # larger x{m,n} counts are written with helper rules (see emit)
 
     def __init__(self, g: EbnfGrammar) -> None:
         self.g = g
@@ -592,12 +601,31 @@ class _Converter:
             if not self._is_atomic(e.item):
                 inner = f"({inner})" if self.count(e.item) <= self.MAX_EXPANSIONS else self.hoist(e.item)
             lo, hi = e.min, e.max
-            parts = [inner] * lo
+            big = self.MAX_INLINE_REPEAT
+            if lo <= big:
+                parts = [inner] * lo
+            else:
+                # x{lo} as O(log lo) helper rules x{2^i} (Lark's LALR analysis is quadratic in
+                # the length of a rule: "a"{500} written inline took 40 s to load)
+                parts, power, n = [], inner, lo
+                while n:
+                    if n & 1:
+                        parts.append(power)
+                    n >>= 1
+                    if n:
+                        power = self.helper("rep", f"{power} {power}")
             if hi is None:
-                if lo == 0:
+                if lo == 0 or lo > big:
                     parts.append(f"{inner}*")
                 else:
                     parts[-1] = f"{inner}+"
+            elif hi - lo > big:
+                # up to k more copies: a chain of helper rules opt_k: (x opt_{k-1})?  (linear size;
+                # nesting them inline makes Lark expand k alternatives of up to k symbols each)
+                opt = self.helper("opt", f"({inner})?")
+                for _ in range(hi - lo - 1):
+                    opt = self.helper("opt", f"({inner} {opt})?")
+                parts.append(opt)
             elif hi > lo:
                 opt = f"({inner})?"
                 for _ in range(hi - lo - 1):

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-import interegular
 import lark
+import lark.lexer as lark_lexer
 from lark.common import ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
@@ -42,6 +43,7 @@ from gad.errors import (
     UndefinedSymbolError,
     UnsupportedGrammarError,
 )
+from gad.lexer import MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
 
 __all__ = ["Grammar"]
 
@@ -49,8 +51,21 @@ _KINDS = ("lark", "ebnf")
 _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 
 
+_LARK_LOCK = threading.Lock()
+
+
 def _build_lark(text: str, start: str) -> lark.Lark:
-    return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
+    # Lark's own terminal-collision check (only log warnings when strict=False) builds every
+    # terminal's automaton with interegular without any bound: two terminals such as
+    # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
+    # state budget (_check_terminals), so Lark's check is switched off while the parser is built.
+    with _LARK_LOCK:
+        saved = lark_lexer.has_interegular
+        lark_lexer.has_interegular = False
+        try:
+            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
+        finally:
+            lark_lexer.has_interegular = saved
 
 
 @dataclass(frozen=True)
@@ -242,7 +257,7 @@ class Grammar:
                 raise GrammarConflictError(
                     f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}", rules=rules,
                     **self._err_pos(rules[0], source_text, positions)) from None
-            raise GrammarError(_first_line(msg), path=path) from None
+            raise self._other_lark_error(msg, source_text) from None
         except LexError as e:
             msg = str(e)
             m = re.search(r"zero-width terminals\. \((\w+):", msg)
@@ -250,9 +265,33 @@ class Grammar:
                 raise UnsupportedGrammarError(
                     f"terminal {m.group(1)} matches the empty string (zero-width terminals are not supported)",
                     **self._err_pos(m.group(1), source_text, positions)) from None
+            m = re.search(r"Cannot compile token (\w+): (.*)", msg)
+            if m:  # Python's re refuses the pattern (syntax error, \p{..} classes, ...)
+                raise GrammarSyntaxError(f"terminal {m.group(1)} has an invalid regular expression {m.group(2)}",
+                                         **self._err_pos(m.group(1), source_text, positions)) from None
             raise UnsupportedGrammarError(_first_line(msg), path=path) from None
         except (LarkError, OSError) as e:
-            raise GrammarError(_first_line(str(e)), path=path) from None
+            raise self._other_lark_error(str(e), source_text) from None
+
+    def _other_lark_error(self, msg: str, source_text: str) -> GrammarError:
+        """A typed error, with a position where one can be found, for a Lark error not handled above."""
+        msg = _first_line(msg)
+        pos = None
+        if self.kind == "lark":
+            m = re.search(r"No such file or directory: '([^']+)'", msg)
+            if m:  # %import of an unknown module
+                module = Path(m.group(1)).stem
+                msg = f"%import: module {module!r} not found (Lark's built-in modules: common, unicode, lark)"
+                pos = _find_directive(source_text, "%import", module)
+            elif "Empty terminals are not allowed" in msg:
+                pos = _find_regex(source_text, r'""i?')
+                msg = 'empty string literal "": terminals must match at least one character'
+            elif "null bytes" in msg:
+                pos = _find_regex(source_text, r"\x00")
+                msg = "a raw NUL character in the grammar text (write it as \\x00 in a literal)"
+        if pos is not None:
+            return GrammarSyntaxError(msg, path=self.path, line=pos[0], column=pos[1])
+        return GrammarError(msg, path=self.path)
 
     def _check_conflicts(self, parser: lark.Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> None:
@@ -302,7 +341,12 @@ class Grammar:
                     "(lookarounds, back-references and anchors are not supported)",
                     **self._err_pos(t.name, source_text, positions))
             try:
-                fsms[t.name] = interegular.parse_pattern(regexp).to_fsm()
+                fsms[t.name] = regex_fsm(regexp)
+            except AutomatonTooLarge:
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                    "(exponential or huge repetition); simplify the pattern or express it with rules",
+                    **self._err_pos(t.name, source_text, positions)) from None
             except Exception as e:  # interegular raises several unrelated types (Unsupported, ...)
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{regexp}/ cannot be compiled to a DFA by interegular "
@@ -410,6 +454,23 @@ def _find_definition(text: str, name: str, nth: int = 1) -> tuple[int, int] | No
             k += 1
             if k == nth:
                 return _line_col(text, off)
+    return None
+
+
+def _find_regex(text: str, pattern: str) -> tuple[int, int] | None:
+    """(line, column) of the first match of ``pattern`` outside comments."""
+    for m in re.finditer(pattern, text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if "//" not in text[line_start:m.start()]:
+            return _line_col(text, m.start())
+    return None
+
+
+def _find_directive(text: str, directive: str, arg: str) -> tuple[int, int] | None:
+    """(line, column) of the first ``directive`` line that mentions ``arg``."""
+    for m in re.finditer(rf"^[ \t]*({re.escape(directive)}\b[^\n]*)", text, re.M):
+        if arg in m.group(1):
+            return _line_col(text, m.start(1))
     return None
 
 

@@ -25,9 +25,11 @@ Unicode-aware.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 import interegular
+import interegular.fsm as _ifsm
 import numpy as np
 from interegular.fsm import anything_else
 
@@ -44,6 +46,82 @@ for _b in range(0xE0, 0xF0):
     _LEAD[_b] = (2, 0xA0 if _b == 0xE0 else 0x80, 0x9F if _b == 0xED else 0xBF)
 for _b in range(0xF0, 0xF5):
     _LEAD[_b] = (3, 0x90 if _b == 0xF0 else 0x80, 0x8F if _b == 0xF4 else 0xBF)
+
+
+# Budgets on automaton sizes: a terminal such as /(a|b)*a(a|b){20}/ has 2^21 DFA states and
+# /a{1000000}/ a million; building them would run for hours, so they are refused instead.
+MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal's regexp
+MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
+
+
+class AutomatonTooLarge(Exception):
+    """A terminal's (or lexer context's) automaton exceeds its state budget."""
+
+
+_crawl_lock = threading.Lock()
+_ORIG_CRAWL = _ifsm.crawl
+
+
+def _budget_crawl(budget: list[int]):
+    """interegular's ``crawl`` (subset construction) with a shared state budget and an index dict
+    (the original looks every new state up with ``list.index``: quadratic in the number of states)."""
+
+    def crawl(alphabet, initial, final, follow):
+        states = [initial]
+        index: dict = {}
+
+        def key(x):
+            return frozenset(x) if isinstance(x, set) else x
+
+        try:
+            index[key(initial)] = 0
+        except TypeError:
+            return _ORIG_CRAWL(alphabet, initial, final, follow)
+        finals = set()
+        fmap: dict = {}
+        i = 0
+        while i < len(states):
+            state = states[i]
+            if final(state):
+                finals.add(i)
+            fmap[i] = {}
+            for transition in alphabet.by_transition:
+                try:
+                    nxt = follow(state, transition)
+                except _ifsm.OblivionError:
+                    continue
+                k = key(nxt)
+                j = index.get(k)
+                if j is None:
+                    j = len(states)
+                    index[k] = j
+                    states.append(nxt)
+                    budget[0] -= 1
+                    if budget[0] < 0:
+                        raise AutomatonTooLarge
+                fmap[i][transition] = j
+            i += 1
+        return _ifsm.FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=fmap,
+                         __no_validation__=True)
+
+    return crawl
+
+
+def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
+    """``interegular.parse_pattern(regexp).to_fsm()`` under a state budget.
+
+    Raises:
+        AutomatonTooLarge: more than ``max_states`` (default :data:`MAX_TERMINAL_STATES`) automaton
+            states would be built (exponential subset construction or huge repetition counts).
+        Any exception interegular raises for patterns it does not support.
+    """
+    budget = [MAX_TERMINAL_STATES if max_states is None else max_states]
+    with _crawl_lock:
+        _ifsm.crawl = _budget_crawl(budget)
+        try:
+            return interegular.parse_pattern(regexp).to_fsm()
+        finally:
+            _ifsm.crawl = _ORIG_CRAWL
 
 
 @dataclass
@@ -71,7 +149,11 @@ class TerminalAutomaton:
                 cannot turn into a finite automaton.
         """
         try:
-            fsm = interegular.parse_pattern(regexp).to_fsm()
+            fsm = regex_fsm(regexp)
+        except AutomatonTooLarge:
+            raise UnsupportedGrammarError(
+                f"terminal {name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                "(exponential or huge repetition); simplify the pattern or express it with rules") from None
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
                 f"terminal {name} has a pattern gad cannot compile to an automaton ({regexp!r}): {exc}") from exc
@@ -233,6 +315,10 @@ class LexerDFA:
                     continue
                 j = index.get(nk)
                 if j is None:
+                    if len(keys) >= MAX_CONTEXT_STATES:
+                        raise UnsupportedGrammarError(
+                            f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
+                            f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
                     j = len(keys)
                     index[nk] = j
                     keys.append(nk)

@@ -12,11 +12,23 @@ some sentence of the grammar (under the lexing semantics of :mod:`gad.lexer`), a
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 
 import numpy as np
 
 from .errors import InvalidArgumentError
+
+
+def _as_index(value, name: str) -> int:
+    """``value`` as a Python int: ints and numpy integers only (a bool, float or string is refused,
+    never silently turned into a token id)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidArgumentError(f"{name} must be an integer, got a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
 
 
 class Matcher:
@@ -85,10 +97,10 @@ class Matcher:
         Returns:
             True if the token was allowed (state advanced), False otherwise (state unchanged).
         Raises:
-            InvalidArgumentError: ``token_id`` outside ``[0, vocab_size)``.
+            InvalidArgumentError: ``token_id`` not an integer, or outside ``[0, vocab_size)``.
         """
         cg = self.compiled
-        t = int(token_id)
+        t = _as_index(token_id, "token_id")
         if not 0 <= t < cg.vocab_size:
             raise InvalidArgumentError(f"token_id {token_id} is outside the vocabulary (size {cg.vocab_size})")
         if self._finished:
@@ -124,7 +136,13 @@ class Matcher:
         """Advance by raw text bytes (not a token); False (unchanged) if the prefix becomes non-viable.
 
         Rollback treats the bytes as one step.
+
+        Raises:
+            InvalidArgumentError: ``data`` is not bytes-like (e.g. a ``str``: encode it first).
         """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"accept_bytes needs bytes, got {type(data).__name__} ({data!r:.40})")
+        data = bytes(data)
         if self._finished:
             return False
         stack, d = self._states[-1]
@@ -139,8 +157,9 @@ class Matcher:
         """Undo the last ``k`` accepted tokens.
 
         Raises:
-            InvalidArgumentError: ``k`` negative or larger than :attr:`num_tokens`.
+            InvalidArgumentError: ``k`` not an integer, negative or larger than :attr:`num_tokens`.
         """
+        k = _as_index(k, "k")
         if not 0 <= k <= len(self.tokens):
             raise InvalidArgumentError(f"cannot roll back {k} tokens: the matcher holds {len(self.tokens)}")
         if k == 0:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidArgumentError, TokenizerError
 
 
@@ -55,9 +57,16 @@ class Vocabulary:
     _fingerprint: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        for i, t in enumerate(self.tokens):
+            if t is not None and not isinstance(t, bytes):
+                raise InvalidArgumentError(
+                    f"token {i} is {type(t).__name__} ({t!r:.40}); Vocabulary tokens must be bytes or None "
+                    "(Vocabulary.from_strings encodes str)")
         if not self.eos_ids:
             raise InvalidArgumentError("Vocabulary needs at least one EOS id (argument eos_ids)")
         for e in self.eos_ids:
+            if isinstance(e, bool) or not isinstance(e, int):
+                raise InvalidArgumentError(f"eos id {e!r} is not an integer (argument eos_ids)")
             if not 0 <= e < len(self.tokens):
                 raise InvalidArgumentError(f"eos id {e} is outside the vocabulary (size {len(self.tokens)})")
 
@@ -89,11 +98,19 @@ class Vocabulary:
     def from_strings(cls, tokens: Sequence[str | bytes | None], eos_ids: Sequence[int] | None = None,
                      name: str = "toy") -> Vocabulary:
         """A small hand-written vocabulary (tests, toys).  If ``eos_ids`` is None an EOS token is appended."""
-        toks: list[bytes | None] = [t.encode() if isinstance(t, str) else t for t in tokens]
+        toks: list[bytes | None] = [t.encode() if isinstance(t, str) else bytes(t) if isinstance(t, bytearray)
+                                    else t for t in tokens]
         if eos_ids is None:
             toks.append(None)
             eos_ids = [len(toks) - 1]
-        return cls(tuple(toks), tuple(eos_ids), name)
+        if isinstance(eos_ids, (str, bytes)):
+            raise InvalidArgumentError(f"eos_ids must be a sequence of integers, got {eos_ids!r}")
+        ids = []
+        for e in eos_ids:
+            if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)):
+                raise InvalidArgumentError(f"eos id {e!r} is not an integer (argument eos_ids)")
+            ids.append(int(e))
+        return cls(tuple(toks), tuple(ids), name)
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any, vocab_size: int | None = None,
