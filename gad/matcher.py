@@ -20,7 +20,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 
 
-def _as_index(value, name: str) -> int:
+def _as_index(value: object, name: str) -> int:
     """``value`` as a Python int: ints and numpy integers only (a bool, float or string is refused,
     never silently turned into a token id)."""
     if isinstance(value, (bool, np.bool_)):
