@@ -201,6 +201,12 @@ class Grammar:
         if name in positions:
             line, col = positions[name]
             return {"path": self.path, "line": line, "column": col}
+        m = re.fullmatch(r"__IGNORE_(\d+)", name)
+        if m and self.kind == "lark":  # Lark's name for the n-th inline pattern of an %ignore line
+            found = [mm.start(1) for mm in re.finditer(r'^[ \t]*(%ignore\s+[/"])', source_text, re.M)]
+            if int(m.group(1)) < len(found):
+                line, col = _line_col(source_text, found[int(m.group(1))])
+                return {"path": self.path, "line": line, "column": col}
         if self.kind == "lark":
             pos = _find_definition(source_text, name) if definition else _find_use(source_text, name)
             if pos is not None:
@@ -218,8 +224,9 @@ class Grammar:
         path = self.path
         try:
             return _build_lark(self.lark_text, self.start)
-        except UnexpectedInput as e:  # Lark's own grammar parser
-            raise GrammarSyntaxError(f"syntax error: {_first_line(str(e))}", path=path,
+        except UnexpectedInput as e:  # Lark's own grammar parser (the position is in the prefix already)
+            head = re.sub(r"\s*at line \d+,? column \d+\.?$", "", _first_line(str(e)))
+            raise GrammarSyntaxError(f"syntax error: {head}", path=path,
                                      line=getattr(e, "line", None), column=getattr(e, "column", None)) from None
         except LarkGrammarError as e:
             msg = str(e)
@@ -262,8 +269,9 @@ class Grammar:
             msg = str(e)
             m = re.search(r"zero-width terminals\. \((\w+):", msg)
             if m:
+                what = "the %ignore pattern" if m.group(1).startswith("__IGNORE_") else f"terminal {m.group(1)}"
                 raise UnsupportedGrammarError(
-                    f"terminal {m.group(1)} matches the empty string (zero-width terminals are not supported)",
+                    f"{what} matches the empty string (zero-width terminals are not supported)",
                     **self._err_pos(m.group(1), source_text, positions)) from None
             m = re.search(r"Cannot compile token (\w+): (.*)", msg)
             if m:  # Python's re refuses the pattern (syntax error, \p{..} classes, ...)

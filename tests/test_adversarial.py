@@ -168,3 +168,23 @@ def test_corrupt_compile_cache_is_rebuilt(tmp_path: Path, content: str) -> None:
     assert cg.matcher().mask().tolist() == want
     compiler._MEMO.clear()  # the rebuilt entry was written back and is valid
     assert gad.compile(g, v, cache_dir=tmp_path).matcher().mask().tolist() == want
+
+
+@pytest.mark.parametrize("text,line", [
+    ('start: "a"\n%ignore /x*/\n', 2),
+    ('start: "a"\n%ignore " "\n%ignore /y?/\n', 3),  # the second inline %ignore pattern
+])
+def test_zero_width_ignore_pattern_names_its_line(tmp_path: Path, text: str, line: int) -> None:
+    from gad.errors import UnsupportedGrammarError
+
+    p = tmp_path / "g.lark"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(UnsupportedGrammarError, match="%ignore pattern matches the empty string") as ei:
+        Grammar.from_file(p)
+    assert (ei.value.line, ei.value.column) == (line, 1) and "__IGNORE" not in str(ei.value)
+
+
+def test_syntax_error_states_its_position_once() -> None:
+    with pytest.raises(GrammarSyntaxError) as ei:
+        Grammar.from_string('start: ("a"\n')
+    assert str(ei.value).startswith("<string>:1:12: syntax error") and "at line" not in str(ei.value)
