@@ -194,6 +194,12 @@ def crop_to(cache: Any, new_len: int) -> None:
         cache.crop(new_len)
 
 
+def has_sliding_layers(config: Any) -> bool:
+    """True when a cache for ``config`` has a sliding-window layer (it keeps only its window)."""
+    layers = getattr(new_cache(config), "layers", None) or []  # (an old, lazily built cache: none known)
+    return any(getattr(layer, "is_sliding", False) for layer in layers)
+
+
 def can_share_prefix(config: Any) -> bool:
     """True when a cache for ``config`` can hold a shared prefix: every layer is a plain full-attention
     layer (no sliding window, no recurrent state) in a ``transformers`` that builds its layers eagerly."""

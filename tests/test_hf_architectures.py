@@ -161,6 +161,30 @@ def test_batched_sampling_equals_one_row_at_a_time(arch) -> None:
     np.testing.assert_allclose([s.logprob for s in one], [s.logprob for s in four], atol=1e-3, err_msg=name)
 
 
+def test_tree_speculation_is_greedy_decoding_without_fallback_warnings(arch) -> None:
+    """Greedy-tree speculation returns greedy decoding from p·mask; full-attention models score the tree
+    in one pass (tree attention), sliding-window ones per path, chosen up front (no warning)."""
+    from gad.speculative import LMDrafter
+
+    name, lm, _ = arch
+    compiled = gad.compile(gad.Grammar.from_string(GRAMMAR), lm.vocab)
+    prompt = lm.encode_prompt(PROMPT_TEXT)
+    ref, m = [], compiled.matcher()  # greedy decoding from p·mask, one full-context pass per token
+    for _ in range(6):
+        t = int(np.argmax(np.where(m.mask(), lm.logprobs([prompt + ref])[0], -np.inf)))
+        if t in lm.vocab.eos_ids:
+            break
+        assert m.accept_token(t)
+        ref.append(t)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback would warn
+        (s,) = gad.sample(lm, compiled, prompt, n=1, speculative=LMDrafter(lm, lm.vocab_size, eos_ids=lm.vocab.eos_ids),
+                         tree=(2, 2), max_new_tokens=6)
+    assert s.token_ids == ref, name
+    sliding = kvcache.has_sliding_layers(lm.model.config)
+    assert s.stats["scorer"] == ("per-path" if sliding else "tree-attention"), name
+
+
 def test_sliding_window_layer_agrees_with_transformers_and_crops_anywhere() -> None:
     """gad.kvcache.SlidingWindowKVLayer gives attention what DynamicSlidingWindowLayer gives it (states
     and mask sizes) but keeps every position, so a crop past a full window stays exact."""

@@ -10,7 +10,8 @@ A draft tree of branching ``m`` and depth ``d`` is built under the mask: at ever
   nodes are cropped from the cache after the pass.  If the model rejects the 4D mask the scorer falls
   back, once and with a warning, to batched per-path scoring (``lm.logprobs`` over all node contexts:
   still one batched call, no cache reuse);
-* on any other :class:`gad.lm.LanguageModel` (e.g. ToyLM): batched per-path scoring.
+* on a model with sliding-window layers, and on any other :class:`gad.lm.LanguageModel` (e.g. ToyLM):
+  batched per-path scoring.
 
 Acceptance (greedy tree rule, acceptance theory arXiv 2606.30265): starting at the root, while the
 target's greedy token ``argmax p̃`` at the current node is one of its children, move to that child; the
@@ -251,9 +252,14 @@ class HFTreeScorer:
 
 
 def make_scorer(lm: Any, prompt: list[int]) -> Any:
-    """:class:`HFTreeScorer` for Hugging Face models (``lm.model`` and ``lm.forward``), else :class:`PathScorer`."""
+    """:class:`HFTreeScorer` for Hugging Face models (``lm.model`` and ``lm.forward``) whose layers are all
+    full attention, else :class:`PathScorer` (a sliding-window layer keeps only its window, which the
+    tree's full-length 4D mask does not fit)."""
     if hasattr(lm, "model") and hasattr(lm, "forward"):
-        return HFTreeScorer(lm, prompt)
+        from ..kvcache import has_sliding_layers
+
+        if not has_sliding_layers(lm.model.config):
+            return HFTreeScorer(lm, prompt)
     return PathScorer(lm, prompt)
 
 
