@@ -121,18 +121,19 @@ class SharedPrefixLayer(GrowingKVLayer):
         self.prefix_keys = prefix_keys
         self.prefix_values = prefix_values
 
-    def get_seq_length(self) -> int:
-        suffix = self.keys.shape[-2] if self.is_initialized and self.keys.dim() == 4 else 0
-        return int(self.prefix_keys.shape[-2]) + suffix
-
-    def crop(self, tokens_to_remove: int) -> None:
-        suffix = self.keys.shape[-2] if self.is_initialized and self.keys.dim() == 4 else 0
-        if abs(tokens_to_remove) > suffix:
-            raise ValueError("cannot crop a shared prefix; only generated positions can be removed")
-        super().crop(tokens_to_remove)
-
     def _has_suffix(self) -> bool:
         return bool(self.is_initialized and self.keys.dim() == 4)
+
+    def _suffix_len(self) -> int:
+        return int(self.keys.shape[-2]) if self._has_suffix() else 0
+
+    def get_seq_length(self) -> int:
+        return int(self.prefix_keys.shape[-2]) + self._suffix_len()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if abs(tokens_to_remove) > self._suffix_len():
+            raise ValueError("cannot crop a shared prefix; only generated positions can be removed")
+        super().crop(tokens_to_remove)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self._has_suffix():
