@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -164,18 +163,13 @@ def write_jsonl_atomic(path: str | os.PathLike[str], rows: Sequence[dict[str, An
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise InvalidArgumentError(f"--out: folder does not exist: {folder}")
+    from .fileio import atomic_write
+
+    data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
+        atomic_write(target, [data])
+    except PermissionError as exc:
         raise InvalidArgumentError(f"--out: cannot write in {folder}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _trie_nodes(path: str | None) -> int | None:

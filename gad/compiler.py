@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -651,11 +650,10 @@ def save_compiled(cg: CompiledGrammar, path: Path) -> None:
     """Write the compiled tables atomically (temp file + rename); failures leave no partial file."""
     state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab")}
     state["_masks"] = OrderedDict()
+    from .fileio import atomic_write
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
+        atomic_write(path, [pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)])
     except OSError:
         return

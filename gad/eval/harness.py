@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError, ResultsFileError
-from ..phi.trie_io import atomic_write
+from ..fileio import atomic_write
 from ..results import Sample
 from . import metrics
 from .tasks import Task, get_task

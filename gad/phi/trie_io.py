@@ -26,13 +26,12 @@ import json
 import os
 import struct
 import sys
-import tempfile
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidArgumentError, TrieFormatError, TrieMismatchError
+from ..fileio import atomic_write
 from .asap import PhiTrie
 
 MAGIC = b"GADPHIT\0"
@@ -40,40 +39,6 @@ FORMAT_VERSION = 1
 _COLUMNS = (("parent", "<i8"), ("token", "<i8"), ("p", "<f8"), ("phi", "<f8"), ("mass", "<f8"),
             ("eos", "<f8"), ("nallow", "<i8"), ("vsum", "<f8"), ("ssum", "<f8"))
 _IDENTITY_KEYS = ("model", "grammar", "prompt", "settings", "vocab_size")
-
-
-def atomic_write(path: str | os.PathLike[str], chunks: Iterable[bytes | memoryview]) -> None:
-    """Write ``chunks`` to ``path`` atomically (temp file in the same folder + fsync + ``os.replace``).
-
-    On any failure the temporary file is removed and the previous ``path`` (if any) is untouched.
-
-    Raises:
-        OSError: the folder is not writable or the disk is full (the original file is kept).
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on folders
-        pass
 
 
 def check_identity(found: dict[str, Any], expected: dict[str, Any], where: str = "trie") -> None:

@@ -26,13 +26,13 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..fileio import atomic_write_with
 from .stats import DOMAINS, AcceptanceRecord, format_table, load_prompts, summarize, write_plot, write_records
 
 TEXT_GRAMMAR = "grammars/text.lark"
@@ -70,21 +70,6 @@ def _grammar_path(name: str | None) -> Path:
         if (base / rel).is_file():
             return base / rel
     raise InvalidArgumentError(f"grammar file not found: {rel} (looked in {_REPO} and the current folder)")
-
-
-def _atomic(path: Path, write: Callable[[str], Any]) -> None:
-    """Call ``write(tmp)`` on a temp file next to ``path`` (same suffix), then ``os.replace`` it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _clean(x: Any) -> Any:
@@ -199,9 +184,9 @@ def run(args: argparse.Namespace) -> int:
     doc = {"settings": settings,
            "domains": {d: {**(_clean(dataclasses.asdict(summ[d])) if d in summ else {}), **_clean(totals[d])}
                        for d in args.domain}}
-    _atomic(out / "records.jsonl", lambda tmp: write_records(records, tmp))
-    _atomic(out / "summary.json", lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1), encoding="utf-8"))
-    _atomic(out / "acceptance.png", lambda tmp: write_plot(records, tmp))
+    atomic_write_with(out / "records.jsonl", lambda tmp: write_records(records, tmp))
+    atomic_write_with(out / "summary.json", lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1), encoding="utf-8"))
+    atomic_write_with(out / "acceptance.png", lambda tmp: write_plot(records, tmp))
     print(f"drafter {args.drafter}, rule {accept}, "
           + (f"tree {args.tree[0]},{args.tree[1]}" if args.tree else f"k={args.draft_k}")
           + f", Φ {args.method}, {args.prompts_per_domain} prompts/domain, {args.max_new_tokens} tokens, "
