@@ -21,11 +21,12 @@ PROMPT = ("Write a JSON object describing a fictional person, with the keys \"na
 
 def main(argv: list[str] | None = None) -> int:
     """Sample ``-n`` JSON records and print them; returns 1 if a finished sample is not valid JSON."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=None, help="local HF model directory (default: bundled SmolLM2)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("-n", type=int, default=2, help="number of samples")
+    ap.add_argument("--max-new-tokens", type=int, default=128, help="token budget per sample")
+    ap.add_argument("--seed", type=int, default=0, help="random seed")
+    ap.add_argument("--model", default=None, help="local HF model directory (None: the bundled SmolLM2-135M-Instruct)")
     args = ap.parse_args(argv)
 
     lm = gad.load_model(args.model)

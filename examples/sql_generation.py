@@ -67,12 +67,13 @@ def check(sql: str, creates: list[str]) -> tuple[bool, bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``--count`` Spider questions; prints the table; returns 0."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--count", type=int, default=3, help="number of Spider questions")
     ap.add_argument("--start", type=int, default=0, help="index of the first question")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default=None, help="local HF model directory (default: bundled SmolLM2)")
+    ap.add_argument("--max-new-tokens", type=int, default=128, help="token budget per query")
+    ap.add_argument("--seed", type=int, default=0, help="random seed")
+    ap.add_argument("--model", default=None, help="local HF model directory (None: the bundled SmolLM2-135M-Instruct)")
     args = ap.parse_args(argv)
 
     schemas = {s["db_id"]: s for s in json.loads((DATA / "tables.json").read_text())}
