@@ -205,7 +205,7 @@ def run_sample(args: argparse.Namespace) -> int:
     grammar = gad.Grammar.from_file(args.grammar)
     lm = gad.load_model(args.model, device=args.device, cache_dir=args.cache_dir)
     compiled = gad.compile(grammar, lm.vocab, cache_dir=args.cache_dir)
-    before = _trie_nodes(args.trie)
+    before = _trie_nodes(args.trie) if args.method == "asap" else None
     samples = gad.sample(lm, grammar, args.prompt, n=args.n, method=args.method, seed=args.seed,
                          max_new_tokens=args.max_new_tokens, trie=args.trie, batch_size=args.batch_size,
                          chat=not args.raw, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,

@@ -392,7 +392,8 @@ class HFSession:
         self.forward_passes = 0
         config = lm.model.config
         stored = lm.prompt_store.get(self.prompt) if lm.prompt_store is not None else None
-        if stored is None:
+        fresh = stored is None  # this session runs the prompt pass; its own cache is then kept
+        if fresh:
             cache = kvcache.new_cache(config, croppable=batch == 1)  # batch 1 may roll back (speculative)
             ids = torch.tensor([self.prompt], dtype=torch.long, device=lm.device)
             with torch.inference_mode():
@@ -407,7 +408,7 @@ class HFSession:
         if stored is not None and batch > 1 and lm.shared_prefix:
             # the rows share the prompt's keys/values (kvcache.SharedPrefixLayer): stored once, read once
             cache = kvcache.new_cache(config, prefix=stored[0])
-        elif stored is not None:
+        elif not fresh:
             cache = kvcache.new_cache(config)
             for layer, (k, v) in zip(cache.layers, stored[0], strict=True):
                 layer.update(k.repeat_interleave(batch, dim=0) if batch > 1 else k,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import inspect
 import io
 import json
@@ -311,11 +312,10 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
                                       for ss in per_method.values() for s in ss if s.finished)
             tinfo["ideal_support"] = len(ideal)
         target = q_star if q_star is not None else (ideal or {})
-        verdicts: dict[str, bool | None] = {}  # one checker call per distinct text (cvc5, SQLite, …)
+        check = functools.cache(task.check)  # one checker call per distinct text (cvc5, SQLite, …)
         for m, samples in per_method.items():
             outs = [s.text if s.finished else None for s in samples]
-            valid = [(verdicts[s.text] if s.text in verdicts else verdicts.setdefault(s.text, task.check(s.text)))
-                     if s.finished else (False if task.checker else None) for s in samples]
+            valid = [check(s.text) if s.finished else (False if task.checker else None) for s in samples]
             for i, (s, v) in enumerate(zip(samples, valid, strict=True)):
                 rows.append({"task": task.name, "method": m, "index": i, "text": s.text,
                              "token_ids": s.token_ids, "logprob": s.logprob, "finished": s.finished,
