@@ -342,6 +342,8 @@ class PromptKVStore:
             + lp.numel() * lp.element_size()
 
     def get(self, prompt: Sequence[int]) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor] | None:
+        """The stored ``(per-layer (keys, values) (1, kv_heads, P, head_dim), log-probabilities (1, vocab)
+        float64, nats)`` of ``prompt`` (token ids), marked most recent; None when not stored."""
         key = tuple(prompt)
         item = self._items.get(key)
         if item is not None:
@@ -349,6 +351,8 @@ class PromptKVStore:
         return item
 
     def put(self, prompt: Sequence[int], kv: list[tuple[torch.Tensor, torch.Tensor]], lp: torch.Tensor) -> None:
+        """Store a prompt pass (shapes as :meth:`get`), evicting the least recently used ones beyond
+        ``max_bytes``; a pass larger than ``max_bytes`` on its own is not stored."""
         item = (kv, lp)
         if self._size(item) > self.max_bytes:
             return
@@ -358,4 +362,5 @@ class PromptKVStore:
             self._items.popitem(last=False)
 
     def clear(self) -> None:
+        """Forget every stored prompt pass."""
         self._items.clear()
