@@ -1,6 +1,6 @@
 """GCD sampling speed (tokens/s) against unconstrained ``model.generate`` on the same model and prompt.
 
-    python benchmarks/bench_generate.py [--grammar grammars/json.lark] [--max-new-tokens 64] [--runs 3]
+    python benchmarks/bench_generate.py [--grammar json] [--max-new-tokens 64] [--runs 3]
 
 Three figures, each the median over ``--runs`` after one warm-up run (grammar compiled beforehand):
   * ``generate``: unconstrained HF sampling (``do_sample=True``, temperature 1, no top-k/top-p,
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grammar", default=str(ROOT / "grammars" / "json.lark"))
+    ap.add_argument("--grammar", default="json")
     ap.add_argument("--model", default=None)
     ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     lm = gad.load_model(args.model)
-    compiled = gad.compile(gad.Grammar.from_file(args.grammar), lm.vocab)
+    compiled = gad.compile(gad.Grammar.from_name_or_file(args.grammar), lm.vocab)
     ids = torch.tensor([lm.encode_prompt(args.prompt)], device=lm.device)
     budget = args.max_new_tokens
 

@@ -45,9 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from gad.grammar import BUILTIN_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".." / "shared" / "data"
-GRAMMARS = {"json": ROOT / "grammars" / "json.lark", "sql": ROOT / "grammars" / "sql.lark"}
+GRAMMARS = {"json": BUILTIN_DIR / "json.lark", "sql": BUILTIN_DIR / "sql.lark"}
 
 # json.lark hand-translated to xgrammar's EBNF (GBNF dialect).  Lark's ``%ignore WS`` becomes explicit
 # ``ws`` wherever RFC 8259 allows whitespace (around every structural token and the top value); the
@@ -85,7 +87,7 @@ def llguidance_lark(text: str) -> str:
 def load_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from gad.hf import _resolve_model_dir
+    from gad.models.hf import _resolve_model_dir
 
     return AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
 
@@ -180,9 +182,9 @@ def med(xs: list[float]) -> float | None:
 # ---------------------------------------------------------------------------------------------- gad
 def bench_gad(kind: str, tok: Any, seqs: list[tuple[str, list[int]]], repeat: int) -> dict[str, Any]:
     import gad
-    import gad.compiler
-    from gad.matcher import Matcher
-    from gad.vocab import Vocabulary
+    import gad.engine.compiler
+    from gad.engine.matcher import Matcher
+    from gad.engine.vocab import Vocabulary
 
     path = GRAMMARS[kind]
     load, cold, cached, in_process, vocab_t = [], [], [], [], []
@@ -194,7 +196,7 @@ def bench_gad(kind: str, tok: Any, seqs: list[tuple[str, list[int]]], repeat: in
         Vocabulary.from_tokenizer(tok)
         vocab_t.append(time.perf_counter() - t0)
     runs: dict[str, list[dict[str, Any]]] = {"pass1": [], "pass2": [], "nolru": []}
-    memo = getattr(gad.compiler, "_MEMO", None)  # gad's in-process memo of compiled grammars
+    memo = getattr(gad.engine.compiler, "_MEMO", None)  # gad's in-process memo of compiled grammars
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             if memo is not None:

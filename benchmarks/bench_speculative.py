@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import gad
+    from gad.eval.acceptance import load_prompts
     from gad.speculative import speculative_sample
-    from gad.speculative.stats import load_prompts
 
     lm = gad.load_model(args.model)
-    compiled = gad.compile(gad.Grammar.from_file("grammars/json.lark"), lm.vocab)
+    compiled = gad.compile(gad.Grammar.builtin("json"), lm.vocab)
     prompts = [lm.encode_prompt(p["prompt"]) for p in load_prompts("json")[: args.prompts]]
 
     rows: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@
 #   first so that every run starts from an empty trie.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export GAD_DATA_DIR="${GAD_DATA_DIR:-$(cd .. && pwd)/shared/data}"  # SyGuS task data, read in place
 
 N_BINARY=${N_BINARY:-1000}
 N_SLIA=${N_SLIA:-1000}

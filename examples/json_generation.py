@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     lm = gad.load_model(args.model)
-    samples = gad.sample(lm, ROOT / "grammars" / "json.lark", PROMPT, n=args.n, seed=args.seed,
+    samples = gad.sample(lm, "json", PROMPT, n=args.n, seed=args.seed,
                          max_new_tokens=args.max_new_tokens, progress=True)
     bad = 0
     for i, s in enumerate(samples):

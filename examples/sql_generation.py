@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(DATA / "dev_queries.jsonl", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()][args.start: args.start + args.count]
     lm = gad.load_model(args.model)
-    compiled = gad.compile(gad.Grammar.from_file(ROOT / "grammars" / "sql.lark"), lm.vocab)
+    compiled = gad.compile(gad.Grammar.builtin("sql"), lm.vocab)
     results = []
     for row in rows:
         creates = create_statements(schemas[row["db_id"]])

@@ -1,8 +1,14 @@
 """gad: grammar-aligned constrained decoding.
 
-Data flow: grammar (``gad.grammar``) -> compiled token tables (``gad.compiler``) -> per-request
-matcher and mask (``gad.matcher``) -> sampler with a Φ estimator (``gad.sampling``, ``gad.phi``) ->
-speculative verifier (``gad.speculative``) -> results and evaluation (``gad.eval``).
+The package is one stack, imports pointing down (checked by import-linter in CI)::
+
+    errors, types, fileio  ->  grammar  ->  engine  ->  models  ->  phi  ->  sampling  ->  speculative
+        ->  api  ->  testing  ->  eval | vllm  ->  cli
+
+grammar (``gad.grammar``: Lark / GBNF loading, shipped grammars) -> compiled token tables and the
+per-request matcher (``gad.engine``) -> language models (``gad.models``) -> Φ estimators (``gad.phi``)
+-> the sampler and its method registry (``gad.sampling``) -> speculative verification
+(``gad.speculative``) -> ``gad.sample`` (``gad.api``) -> evaluation (``gad.eval``) -> ``gad`` CLI.
 
 Names are imported lazily so that ``import gad`` stays cheap (no torch until a model is loaded).
 """
@@ -16,17 +22,22 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Grammar": "gad.grammar",
-    "compile": "gad.compiler",
-    "CompiledGrammar": "gad.compiler",
-    "Matcher": "gad.matcher",
-    "Vocabulary": "gad.vocab",
-    "ToyLM": "gad.lm",
-    "load_model": "gad.hf",
-    "sample": "gad.sampling",
-    "Sample": "gad.results",
-    "GrammarLogitsProcessor": "gad.logits_processor",
+    "compile": "gad.engine.compiler",
+    "CompiledGrammar": "gad.engine.compiler",
+    "Matcher": "gad.engine.matcher",
+    "Vocabulary": "gad.engine.vocab",
+    "ToyLM": "gad.models.base",
+    "LanguageModel": "gad.models.base",
+    "load_model": "gad.models.hf",
+    "GrammarLogitsProcessor": "gad.models.logits_processor",
+    "PhiEstimator": "gad.phi.base",
+    "AsapPhi": "gad.phi.asap",
+    "Speculation": "gad.speculative.config",
+    "sample": "gad.api",
+    "Sample": "gad.types",
     "errors": "gad.errors",
     "eval": "gad.eval",
+    "testing": "gad.testing",
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -72,3 +73,13 @@ def atomic_write(path: str | os.PathLike[str], chunks: Iterable[bytes | memoryvi
                 f.write(c)
 
     atomic_write_with(path, write)
+
+
+def default_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The root of gad's on-disk caches: ``cache_dir``, else ``$GAD_CACHE_DIR``, else ``~/.cache/gad``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("GAD_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "gad"

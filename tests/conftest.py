@@ -1,19 +1,23 @@
-"""Shared fixtures: paths to ../shared/data and the bundled SmolLM2 tokenizer / model (loaded once)."""
+"""Shared fixtures: the test data in tests/data (see its README) and the bundled SmolLM2 tokenizer / model
+(loaded once).  ``GAD_DATA_DIR`` points at tests/data for the whole session, so evaluation tasks read the
+copies here, never ``../shared``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+DATA = TESTS / "data"
+SHARED = ROOT.parent / "shared" / "data"  # full data sets: only tests marked as reading them in place
+os.environ["GAD_DATA_DIR"] = str(DATA)
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    if not DATA.is_dir():
-        pytest.skip(f"reference data not found at {DATA}")
     return DATA
 
 
@@ -22,7 +26,7 @@ def smollm2_tokenizer():
     """The bundled SmolLM2-135M-Instruct tokenizer (converted from GGUF once, then cached on disk)."""
     from transformers import AutoTokenizer
 
-    from gad.hf import _resolve_model_dir
+    from gad.models.hf import _resolve_model_dir
 
     model_dir, _ = _resolve_model_dir(None, None)
     return AutoTokenizer.from_pretrained(str(model_dir))
@@ -31,6 +35,6 @@ def smollm2_tokenizer():
 @pytest.fixture(scope="session")
 def smollm2():
     """The bundled model as a gad.hf.HFLanguageModel (CPU here, CUDA when present)."""
-    from gad.hf import load_model
+    from gad.models.hf import load_model
 
     return load_model()

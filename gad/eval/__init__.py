@@ -3,8 +3,8 @@
 ``gad.eval.run(tasks, methods, n, model=..., out_dir=...)`` — see :mod:`gad.eval.harness`.
 """
 
-from .harness import method_names, register_method, run, toy_model
-from .tasks import Task, get_task, register_task, task_names
+from gad.eval.harness import method_names, register_method, run, toy_model
+from gad.eval.tasks import Task, get_task, register_task, task_names
 
 __all__ = ["run", "register_method", "method_names", "toy_model", "Task", "get_task", "register_task",
            "task_names"]

@@ -19,7 +19,7 @@ import re
 import sqlite3
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from gad.errors import InvalidArgumentError
 
 
 def check_json(text: str, schema: dict[str, Any] | None = None) -> bool:

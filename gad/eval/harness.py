@@ -48,11 +48,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError, ResultsFileError
-from ..fileio import atomic_write
-from ..results import Sample
-from . import metrics
-from .tasks import Task, get_task
+from gad.api import sample
+from gad.errors import InvalidArgumentError, ResultsFileError
+from gad.eval import metrics
+from gad.eval.tasks import Task, get_task
+from gad.fileio import atomic_write
+from gad.models.hf import load_model
+from gad.phi.exact import enumerate_language
+from gad.phi.registry import make_estimator
+from gad.sampling.methods import get_method
+from gad.sampling.methods import method_names as sampling_method_names
+from gad.sampling.rng import NumpyRng
+from gad.speculative.decode import speculative_sample
+from gad.speculative.drafters import make_drafter
+from gad.speculative.stats import summarize
+from gad.testing.toys import toy_model
+from gad.types import Sample
 
 MethodFn = Callable[..., list[Sample]]
 _METHODS: dict[str, MethodFn] = {}
@@ -73,16 +84,14 @@ def register_method(name: str, fn: MethodFn) -> None:
 def _gad_method(name: str) -> MethodFn:
     def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
            batch_size: int | None, trie: Any, progress: Any) -> list[Sample]:
-        import gad
-
-        return gad.sample(lm, compiled, list(prompt_ids), n=n, method=name, seed=seed,
-                          max_new_tokens=max_new_tokens, trie=trie, batch_size=batch_size,
-                          compiled=compiled, progress=progress)
+        return sample(lm, compiled, list(prompt_ids), n=n, method=name, seed=seed,
+                      max_new_tokens=max_new_tokens, trie=trie if get_method(name).uses_trie else None,
+                      batch_size=batch_size, progress=progress)
 
     return fn
 
 
-for _m in ("gcd", "asap", "onestep", "exact"):
+for _m in sampling_method_names():  # every method of the sampling registry (gad.sampling.methods)
     register_method(_m, _gad_method(_m))
 
 SPEC_DEFAULTS: dict[str, Any] = {"drafter": "forced+ngram", "accept": "lossless", "draft_k": 4}
@@ -100,18 +109,12 @@ def _spec_method(phi: str) -> MethodFn:
     def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
            batch_size: int | None, trie: Any, progress: Any, speculative: dict[str, Any] | None = None,
            ) -> list[Sample]:
-        from ..phi import make_estimator
-        from ..speculative import speculative_sample
-        from ..speculative.verify import NumpyRng
-
         opts = {**SPEC_DEFAULTS, **(speculative or {})}
         settings: dict[str, Any] = {"batch_size": 1}
         if phi == "exact" and opts.get("exact_max_len") is not None:
             settings["exact_max_len"] = int(opts["exact_max_len"])
-        est = make_estimator(phi, lm=lm, compiled=compiled, prompt_ids=list(prompt_ids),
+        est = make_estimator(phi, lm, compiled, list(prompt_ids),
                              trie=trie if phi == "asap" else None, settings=settings)
-        from ..speculative.drafters import make_drafter
-
         drafter = make_drafter(opts["drafter"], lm, int(opts["draft_k"]))
         rng = NumpyRng(seed)
         out: list[Sample] = []
@@ -151,7 +154,6 @@ def acceptance_fields(samples: Sequence[Sample]) -> dict[str, Any]:
     logs = [s.stats.get("log") for s in samples]
     if not samples or any(x is None for x in logs):
         return {}
-    from ..speculative.stats import summarize
 
     recs = [r for x in logs for r in x]  # type: ignore[union-attr]
     summ = summarize(recs, by=None).get("all")
@@ -180,22 +182,11 @@ def method_names() -> list[str]:
     return sorted(_METHODS)
 
 
-def toy_model(seed: int = 0) -> Any:
-    """A character-level toy LM (printable ASCII + newline + EOS) with pseudo-random tables."""
-    from ..vocab import Vocabulary
-    from .toys import hashed_lm
-
-    vocab = Vocabulary.from_strings([chr(i) for i in range(32, 127)] + ["\n"], name="ascii")
-    return hashed_lm(vocab, seed=seed, eos_boost=0.05, name=f"toy-ascii-{seed}")
-
-
 def _resolve_model(model: Any) -> Any:
     if model is None or model == "toy":
         return toy_model()
     if isinstance(model, (str, os.PathLike)):
-        import gad
-
-        return gad.load_model(None if model == "bundled" else model)
+        return load_model(None if model == "bundled" else model)
     return model
 
 
@@ -271,7 +262,6 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         tinfo: dict[str, Any] = {"kind": task.kind, "checker": task.checker, "methods": {}}
         q_star: dict[str, float] | None = None
         if task.kind == "exact":
-            from ..phi.exact import enumerate_language
 
             enum = enumerate_language(lm, compiled, prompt_ids, max_len=task.exact_max_len,
                                       node_budget=exact_node_budget)
@@ -343,7 +333,7 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
                 "curve": {k: [_finite(x) if isinstance(x, float) else x for x in v] for k, v in curve.items()},
             })
             info.update(acceptance_fields(samples))
-        from .plots import plot_task  # matplotlib only when plotting
+        from gad.eval.plots import plot_task  # matplotlib only when plotting
 
         plot_task(out / "plots", task.name, tinfo, window)
         summary["tasks"][task.name] = tinfo

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write
+from gad.fileio import atomic_write
 
 
 def plot_curves(path: str | os.PathLike[str], task: str, curves: Mapping[str, Mapping[str, list[float]]],

@@ -3,15 +3,16 @@
 A :class:`Task` names a grammar, a prompt, whether its law ``Q*`` is enumerable (``kind="exact"``) or
 not (``"open"``, union estimator), and an optional checker.  Shipped tasks:
 
-* ``binary/<name>`` — the GAD paper's binary-string grammars (``../shared/data/gad-bench/binary``), exact
+* ``binary/<name>`` — the GAD paper's binary-string grammars (shipped as package data), exact
   (enumerated up to ``exact_max_len`` tokens: a truncation of ``Q*``, see :mod:`gad.phi.exact`);
 * ``dyck3`` — balanced parentheses of depth ≤ 3, exact (truncated);
 * ``json-finite`` — a finite JSON language (fixed keys, enumerated values), exact, JSON-Schema checker;
-* ``slia/<name>`` and ``bv4/<name>`` — SyGuS problems from ``../shared/data/gad-bench`` (prompt
+* ``slia/<name>`` and ``bv4/<name>`` — SyGuS problems from ``$GAD_DATA_DIR/gad-bench`` (prompt
   ``NAME.prompt.txt``, grammar ``NAME.ebnf``, cvc5 checker against ``NAME.sl``), open;
 * ``sql/concert_singer`` — a small SELECT grammar over one Spider schema, SQLite checker, open.
 
-The data folder is ``$GAD_DATA_DIR`` or ``<repo>/../shared/data``.  :func:`register_task` adds more.
+Data beyond the binary grammars is read from ``$GAD_DATA_DIR`` (never from a checkout); a task whose
+data is missing fails with one line naming the variable or the file.  :func:`register_task` adds more.
 """
 
 from __future__ import annotations
@@ -23,15 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from gad.engine.compiler import compile as compile_grammar
+from gad.errors import InvalidArgumentError
+from gad.eval import checkers
+from gad.grammar import Grammar
+from gad.testing.regex_grammar import regex_grammar
+
+PACKAGE_DATA = Path(__file__).resolve().parent / "data"  # small data shipped with gad (see its README)
+DATA_ENV = "GAD_DATA_DIR"
 
 
 def data_dir() -> Path:
-    """``$GAD_DATA_DIR`` or ``<repo root>/../shared/data``."""
-    env = os.environ.get("GAD_DATA_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    """The task data folder: ``$GAD_DATA_DIR`` (holding ``gad-bench/`` and ``spider/``; ``~`` expanded).
+
+    Raises:
+        InvalidArgumentError: the variable is unset or empty (the message names it).
+    """
+    env = os.environ.get(DATA_ENV)
+    if not env:
+        raise InvalidArgumentError(f"this task reads the GAD benchmark / Spider data: set {DATA_ENV} to the "
+                                   f"folder holding gad-bench/ and spider/ (e.g. ../shared/data)")
+    return Path(env).expanduser()
 
 
 @dataclass
@@ -68,21 +81,16 @@ class Task:
             gad.errors.GrammarError: the grammar cannot be loaded or compiled.
         """
         if self.regex is not None:
-            from .regex_grammar import regex_grammar
-
             return regex_grammar(self.regex, vocab)
-        import gad
 
         if self.grammar_path is not None:
-            g = gad.Grammar.from_file(self.grammar_path)
+            g = Grammar.from_file(self.grammar_path)
         else:
-            g = gad.Grammar.from_string(self.grammar_text or "", kind="lark")
-        return gad.compile(g, vocab)
+            g = Grammar.from_string(self.grammar_text or "", kind="lark")
+        return compile_grammar(g, vocab)
 
     def check(self, text: str) -> bool | None:
         """Run the task's checker on one output (None: no checker or checker unavailable)."""
-        from . import checkers
-
         if self.checker == "json":
             return checkers.check_json(text, self.checker_args.get("schema"))
         if self.checker == "sql":
@@ -119,7 +127,8 @@ def get_task(name: str | Task) -> Task:
     try:
         return f()
     except FileNotFoundError as exc:
-        raise InvalidArgumentError(f"task {name!r}: data file missing ({exc.filename})") from exc
+        raise InvalidArgumentError(f"task {name!r}: data file missing ({exc.filename}; data folder: "
+                                   f"${DATA_ENV})") from exc
 
 
 # --- shipped tasks ----------------------------------------------------------------------------
@@ -129,7 +138,7 @@ BINARY = ("string_0", "string_01", "string_1", "string_recursive_01", "string_re
 
 
 def _binary(stem: str) -> Task:
-    path = data_dir() / "gad-bench" / "binary" / f"{stem}.ebnf"
+    path = PACKAGE_DATA / "binary" / f"{stem}.ebnf"
     if not path.exists():
         raise FileNotFoundError(2, "missing", str(path))
     return Task(name=f"binary/{stem}", kind="exact", grammar_path=str(path), max_new_tokens=16,
@@ -175,10 +184,9 @@ def _sql_grammar(tables: dict[str, list[str]]) -> str:
 
 
 def _sql(db_id: str) -> Task:
-    from .checkers import spider_tables
 
     tables_path = data_dir() / "spider" / "tables.json"
-    tables = spider_tables(str(tables_path), db_id)
+    tables = checkers.spider_tables(str(tables_path), db_id)
     question = "How many singers do we have?"
     qpath = data_dir() / "spider" / "dev_queries.jsonl"
     with open(qpath, encoding="utf-8") as f:

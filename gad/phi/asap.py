@@ -39,216 +39,18 @@ from __future__ import annotations
 
 import math
 import os
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-
-_STRIDE = 1 << 32  # child key = node * _STRIDE + token (token ids < 2**32)
-
-
-class PhiTrie:
-    """The ASAp trie: Φ̂ upper bounds over sampled token prefixes.
-
-    Node 0 is the root (the empty prefix, right after the prompt).  Nodes are numbered in creation
-    order, so a parent's index is always smaller than its children's.
-
-    Attributes:
-        identity: what the trie was built for — ``{"model", "grammar", "prompt", "settings",
-            "vocab_size"}`` — or an empty dict while unbound.  :class:`AsapPhi` binds an unbound trie
-            and refuses (``TrieMismatchError``) one bound to something else.
-        samples: number of samples observed so far.
-    """
-
-    def __init__(self, identity: dict[str, Any] | None = None) -> None:
-        self.identity: dict[str, Any] = dict(identity or {})
-        self.samples = 0
-        self.parent = array("q")
-        self.token = array("q")
-        self.p = array("d")
-        self.phi = array("d")
-        self.mass = array("d")
-        self.eos = array("d")
-        self.nallow = array("q")
-        self.vsum = array("d")
-        self.ssum = array("d")
-        self.nvis = array("q")
-        self.first = array("q")
-        self.next = array("q")
-        self._child: dict[int, int] = {}
-        self._append(-1, -1, 1.0)
-
-    # --- structure ----------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def _append(self, parent: int, token: int, p: float) -> int:
-        i = len(self.parent)
-        self.parent.append(parent)
-        self.token.append(token)
-        self.p.append(p)
-        self.phi.append(1.0)
-        self.mass.append(math.nan)
-        self.eos.append(0.0)
-        self.nallow.append(0)
-        self.vsum.append(0.0)
-        self.ssum.append(0.0)
-        self.nvis.append(0)
-        self.first.append(-1)
-        self.next.append(-1)
-        return i
-
-    def child(self, node: int, token: int) -> int:
-        """Index of the visited child ``node·token``, or -1."""
-        return self._child.get(node * _STRIDE + token, -1)
-
-    def add_child(self, node: int, token: int, p: float) -> int:
-        """Create (or return) the child ``node·token`` with ``p = p(token | node)``.
-
-        Raises:
-            InvalidArgumentError: ``p`` is not in ``[0, 1]``.
-        """
-        key = node * _STRIDE + token
-        c = self._child.get(key)
-        if c is not None:
-            return c
-        if not 0.0 <= p <= 1.0 + 1e-9:
-            raise InvalidArgumentError(f"child probability must be in [0, 1], got {p}")
-        p = min(p, 1.0)
-        c = self._append(node, token, p)
-        self._child[key] = c
-        self.vsum[node] += p
-        self.ssum[node] += p  # an unexplored child counts Φ̂ = 1
-        self.nvis[node] += 1
-        self.next[c] = self.first[node]
-        self.first[node] = c
-        return c
-
-    def children(self, node: int) -> Iterator[int]:
-        """Visited children of ``node`` (any order)."""
-        c = self.first[node]
-        while c >= 0:
-            yield c
-            c = self.next[c]
-
-    def node_of(self, prefix: Sequence[int]) -> int:
-        """The node of ``prefix`` (ids after the prompt), or -1 when it was never visited."""
-        u = 0
-        for t in prefix:
-            u = self._child.get(u * _STRIDE + int(t), -1)
-            if u < 0:
-                return -1
-        return u
-
-    def phi_of(self, prefix: Sequence[int]) -> float:
-        """``Φ̂(prefix)``; 1.0 for a prefix never visited (the unexplored upper bound)."""
-        u = self.node_of(prefix)
-        return 1.0 if u < 0 else self.phi[u]
-
-    @property
-    def root_phi(self) -> float:
-        """``Φ̂(ε)``: the current upper bound of the grammatical mass ``Z`` (after the prompt)."""
-        return self.phi[0]
-
-    def expand(self, node: int, mass: float, eos_mass: float = 0.0, n_allowed: int = 0) -> None:
-        """Record ``M(node)`` (allowed next-token mass), its EOS part and the number of allowed
-        non-EOS tokens with ``p > 0``, the first time the node is expanded."""
-        if math.isnan(self.mass[node]):
-            self.mass[node] = float(min(max(mass, 0.0), 1.0))
-            self.eos[node] = float(min(max(eos_mass, 0.0), 1.0))
-            self.nallow[node] = int(n_allowed)
-
-    # --- learning -----------------------------------------------------------------------------
-
-    def update_path(self, nodes: Sequence[int]) -> None:
-        """Leaf → root update along ``nodes`` (root first, each the parent of the next).
-
-        ``Φ̂(u) ← min(Φ̂(u), unexplored(u) + S(u))`` with ``S(u)`` adjusted by the child's change, O(1)
-        per node (amortised).  Nodes never expanded (``M`` unknown) keep ``Φ̂ = 1``.
-        """
-        phi, ssum, mass, p = self.phi, self.ssum, self.mass, self.p
-        old_c = new_c = 0.0
-        child = -1
-        for u in reversed(nodes):
-            if child >= 0 and new_c != old_c:
-                s_old = ssum[u]
-                s = s_old + p[child] * (new_c - old_c)
-                if s < 1e-8 * s_old:  # the running update would cancel: re-sum exactly
-                    s = math.fsum(p[c] * phi[c] for c in self.children(u))
-                ssum[u] = max(s, 0.0)
-            m = mass[u]
-            old = phi[u]
-            if math.isnan(m):
-                new = old
-            else:
-                e = self.eos[u]
-                unexplored = e if self.nvis[u] >= self.nallow[u] else max(e, m - self.vsum[u])
-                new = min(old, unexplored + ssum[u])
-            phi[u] = new
-            old_c, new_c, child = old, new, u
-
-    # --- (de)serialisation helpers ------------------------------------------------------------
-
-    COLUMN_NAMES = ("parent", "token", "p", "phi", "mass", "eos", "nallow", "vsum", "ssum")
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """Copies of the node columns as numpy arrays, ``(n_nodes,)`` each, creation order (parents
-        first): ``parent``/``token``/``nallow`` int64 (-1 at the root), ``p``/``phi``/``mass``/``eos``/
-        ``vsum``/``ssum`` float64 (``mass`` is NaN for nodes never expanded)."""
-        return {k: np.array(getattr(self, k)) for k in self.COLUMN_NAMES}
-
-    @classmethod
-    def from_columns(cls, cols: dict[str, np.ndarray], identity: dict[str, Any] | None = None,
-                     samples: int = 0) -> PhiTrie:
-        """Rebuild a trie from :meth:`columns` (vectorised; the child dict is built in one pass).
-
-        Raises:
-            InvalidArgumentError: the columns are inconsistent (a parent index not before its child).
-        """
-        parent = np.ascontiguousarray(cols["parent"], dtype=np.int64)
-        n = len(parent)
-        if n == 0 or parent[0] != -1 or (n > 1 and (np.any(parent[1:] < 0) or
-                                                  np.any(parent[1:] >= np.arange(1, n)))):
-            raise InvalidArgumentError("trie columns are inconsistent: every parent must precede its child")
-        t = cls(identity)
-        t.samples = samples
-        for name in ("parent", "token", "nallow"):
-            a = array("q")
-            a.frombytes(np.ascontiguousarray(cols[name], dtype=np.int64).tobytes())
-            setattr(t, name, a)
-        for name in ("p", "phi", "mass", "eos", "vsum", "ssum"):
-            a = array("d")
-            a.frombytes(np.ascontiguousarray(cols[name], dtype=np.float64).tobytes())
-            setattr(t, name, a)
-        token = np.asarray(cols["token"], dtype=np.int64)
-        first = np.full(n, -1, dtype=np.int64)
-        nxt = np.full(n, -1, dtype=np.int64)
-        if n > 1:
-            order = np.argsort(parent[1:], kind="stable") + 1
-            ps = parent[order]
-            same_next = np.empty(len(order), dtype=bool)
-            same_next[:-1] = ps[1:] == ps[:-1]
-            same_next[-1] = False
-            nxt[order[:-1]] = np.where(same_next[:-1], order[1:], -1)
-            is_first = np.empty(len(order), dtype=bool)
-            is_first[0] = True
-            is_first[1:] = ps[1:] != ps[:-1]
-            first[ps[is_first]] = order[is_first]
-            keys = parent[1:] * _STRIDE + token[1:]
-            t._child = dict(zip(keys.tolist(), range(1, n), strict=True))
-        fa, na, va = array("q"), array("q"), array("q")
-        fa.frombytes(first.tobytes())
-        na.frombytes(nxt.tobytes())
-        va.frombytes(np.bincount(parent[1:], minlength=n).astype(np.int64).tobytes())
-        t.first, t.next, t.nvis = fa, na, va
-        return t
+from gad.errors import InvalidArgumentError
+from gad.phi.base import PhiEstimator
+from gad.phi.trie import PhiTrie
+from gad.phi.trie_io import check_identity, load_trie, save_trie
 
 
-class AsapPhi:
+class AsapPhi(PhiEstimator):
     """The ASAp Φ estimator (Park et al., NeurIPS 2024, arXiv 2405.21047; BRIEF §3.3).
 
     Args:
@@ -272,7 +74,6 @@ class AsapPhi:
     def __init__(self, trie: PhiTrie | str | os.PathLike[str] | None = None, *,
                  identity: dict[str, Any] | None = None, eos_ids: Sequence[int] = (),
                  cache: int = 4096, pending: int = 128) -> None:
-        from .trie_io import check_identity, load_trie
 
         self.path: str | None = None
         self.identity = dict(identity or {})
@@ -356,7 +157,6 @@ class AsapPhi:
     def flush(self) -> None:
         """Persist the trie when it was given as a path (atomic: temp file + fsync + rename)."""
         if self.path is not None:
-            from .trie_io import save_trie
 
             save_trie(self.trie, self.path)
 

@@ -8,18 +8,22 @@ arXiv 2405.21047); with the 0/1 indicator this is GCD.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 
-@runtime_checkable
-class PhiEstimator(Protocol):
-    """Estimates of expected future grammaticality, one interface for every method."""
+class PhiEstimator(ABC):
+    """Estimates of expected future grammaticality, one interface for every method.
 
-    name: str
+    Subclasses implement :meth:`child_phi`; :meth:`observe` (learning) and :meth:`flush` (persisting)
+    default to doing nothing.
+    """
 
+    name: str = "phi"
+
+    @abstractmethod
     def child_phi(self, prefix: Sequence[int], logp: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """``Φ̂(prefix·t)`` for every token ``t``.
 
@@ -30,20 +34,21 @@ class PhiEstimator(Protocol):
         Returns:
             ``(vocab,)`` float64 in ``[0, 1]``; 0 wherever ``mask`` is False; 1 for an allowed EOS.
         """
-        ...
 
-    def observe(self, tokens: Sequence[int], finished: bool) -> None:
-        """Learn from one finished sample (its ids, EOS included when ``finished``)."""
-        ...
+    def observe(self, tokens: Sequence[int], finished: bool) -> None:  # noqa: B027 - optional hook
+        """Learn from one finished sample (its ids, EOS included when ``finished``); default: nothing."""
+        return None
+
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Persist whatever must be persisted (an ASAp trie file); default: nothing."""
+        return None
 
 
-class IndicatorPhi:
+class IndicatorPhi(PhiEstimator):
     """Φ̂ = mask (the viability indicator): sampling with it is GCD (BRIEF §3, estimator 1)."""
 
     name = "gcd"
 
     def child_phi(self, prefix: Sequence[int], logp: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The mask as float64 ``(vocab,)``."""
         return mask.astype(np.float64)
-
-    def observe(self, tokens: Sequence[int], finished: bool) -> None:
-        return None

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EnumerationBudgetError, InvalidArgumentError
+from gad.errors import EnumerationBudgetError, InvalidArgumentError
+from gad.phi.base import PhiEstimator
 
 
 @dataclass
@@ -158,7 +159,7 @@ def enumerate_language(lm: Any, compiled: Any, prompt_ids: Sequence[int] = (), *
                        n_nodes=len(parents), decode=vocab.decode if vocab is not None else None)
 
 
-class ExactPhi:
+class ExactPhi(PhiEstimator):
     """Φ estimator that answers the exact (truncated) ``Φ`` from an :class:`Enumeration`.
 
     Sampling with it draws from ``Q*`` exactly (BRIEF §2).  At a prefix the enumeration did not visit,

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from gad.errors import InvalidArgumentError
+from gad.phi.base import PhiEstimator
 
 
-class OneStepPhi:
+class OneStepPhi(PhiEstimator):
     """One-step look-ahead Φ̂ (see module doc).
 
     Args:

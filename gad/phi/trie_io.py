@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, TrieFormatError, TrieMismatchError
-from ..fileio import atomic_write
-from .asap import PhiTrie
+from gad.errors import InvalidArgumentError, TrieFormatError, TrieMismatchError
+from gad.fileio import atomic_write
+from gad.phi.trie import PhiTrie
 
 MAGIC = b"GADPHIT\0"
 FORMAT_VERSION = 1

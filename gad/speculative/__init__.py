@@ -8,8 +8,10 @@ a whole draft tree in one pass (SpecInfer tree attention).
 Entry point: :func:`speculative_sample`; ``gad.sample(..., speculative=NAME)`` delegates to it.
 """
 
-from .decode import ChainDecoder, speculative_sample
-from .drafters import (
+from gad.sampling.rng import NumpyRng, Rng
+from gad.speculative.config import Speculation
+from gad.speculative.decode import ChainDecoder, speculative_sample
+from gad.speculative.drafters import (
     Drafter,
     ForcedDrafter,
     ForcedStringDrafter,
@@ -19,9 +21,10 @@ from .drafters import (
     make_drafter,
     self_drafter,
 )
-from .verify import NumpyRng, Rng, tilted, verify_chain
+from gad.speculative.verify import tilted, verify_chain
 
 __all__ = [
+    "Speculation",
     "ChainDecoder",
     "Drafter",
     "ForcedDrafter",

@@ -26,28 +26,26 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, TokenRejectedError
-from ..lm import LanguageModel
-from ..phi.base import IndicatorPhi, PhiEstimator
-from ..results import Sample
-from .drafters import Drafter, make_drafter
-from .verify import Rng, as_rng, parse_accept, tilted, verify_chain
+from gad.engine.compiler import CompiledGrammar
+from gad.errors import InvalidArgumentError, TokenRejectedError
+from gad.models.base import LanguageModel
+from gad.phi.base import IndicatorPhi, PhiEstimator
+from gad.phi.registry import make_estimator
+from gad.sampling.rng import Rng, as_rng
+from gad.speculative.drafters import Drafter, make_drafter
+from gad.speculative.verify import parse_accept, tilted, verify_chain
+from gad.types import Sample
 
 _STEP_BASE = 1_000_000  # acceptance-log step ids: sample j uses j * _STEP_BASE + its step number
 
 
-def _estimator(estimator: Any, lm: LanguageModel, compiled: Any, prompt_ids: Sequence[int]) -> PhiEstimator:
+def _estimator(estimator: PhiEstimator | str | None, lm: LanguageModel, compiled: CompiledGrammar,
+               prompt_ids: Sequence[int]) -> PhiEstimator:
     if estimator is None:
         return IndicatorPhi()
     if isinstance(estimator, str):
-        if estimator in ("gcd", "indicator", "mask"):
-            return IndicatorPhi()
-        try:
-            from ..phi import make_estimator  # type: ignore[attr-defined]
-        except ImportError as exc:
-            raise InvalidArgumentError(f"estimator={estimator!r}: gad.phi.make_estimator is unavailable") from exc
-        return make_estimator(estimator, lm=lm, compiled=compiled, prompt_ids=list(prompt_ids))
-    if not hasattr(estimator, "child_phi"):
+        return make_estimator(estimator, lm, compiled, prompt_ids)
+    if not isinstance(estimator, PhiEstimator):
         raise InvalidArgumentError(f"estimator must be a PhiEstimator or a name, got {estimator!r}")
     return estimator
 
@@ -104,7 +102,7 @@ def speculative_sample(lm: LanguageModel, compiled: Any, prompt_ids: Sequence[in
     rname = _rule_name(accept)
     eos = tuple(int(e) for e in getattr(compiled, "eos_ids", None) or lm.vocab.eos_ids)
     if tree is not None:
-        from .tree import parse_tree, tree_sample_one
+        from gad.speculative.tree import parse_tree, tree_sample_one
 
         m_branch, depth = parse_tree(tree)
         if rule is not None and not _is_greedy(rule):
@@ -120,7 +118,7 @@ def speculative_sample(lm: LanguageModel, compiled: Any, prompt_ids: Sequence[in
         s.method = f"spec-{est.name}"
         s.stats.update(drafter=dr.name, rule="greedy-tree" if tree is not None else rname,
                        draft_k=draft_k if tree is None else None, tree=list(tree) if tree is not None else None)
-        est.observe(s.token_ids + ([s.stats["eos_id"]] if s.finished else []), s.finished)
+        est.observe(s.token_ids + ([s.eos_id] if s.finished and s.eos_id is not None else []), s.finished)
         out.append(s)
     return out
 
@@ -136,7 +134,7 @@ def log_records(res: Any, q: np.ndarray, rule: Any, domain: str | None, step: in
     One row per verified draft position (entropy, margin, ``KL(p̃‖q)``, the rule's certificate), plus one
     ``bonus=True`` row for the target's own token that ends the step (correction or bonus token).
     """
-    from .stats import AcceptanceRecord
+    from gad.speculative.stats import AcceptanceRecord
 
     rows = []
     for r in res.records:
@@ -279,12 +277,12 @@ class ChainDecoder:
         n_tok = len(self.gen) + int(self.finished)
         stats: dict[str, Any] = dict(
             target_passes=self.passes, drafted=self.drafted, accepted=self.accepted, steps=self.steps,
-            bonus=self.bonus, tokens=n_tok, eos_id=self.eos_id, passes_per_token=self.passes / max(1, n_tok),
+            bonus=self.bonus, tokens=n_tok, passes_per_token=self.passes / max(1, n_tok),
             draft_passes=getattr(self.drafter, "passes", None))
         if self.log:
             stats["log"] = self.records
         return Sample(text=text, token_ids=list(self.gen), logprob=self.logprob, finished=self.finished,
-                      stats=stats)
+                      eos_id=self.eos_id if self.finished else None, stats=stats)
 
 
 def sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter: Drafter, k: int, rule: Any,

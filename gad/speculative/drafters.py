@@ -25,14 +25,16 @@ Drafters:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-from ..lm import LanguageModel
-from .verify import Rng
+from gad.errors import InvalidArgumentError
+from gad.models.base import LanguageModel
+from gad.sampling.rng import Rng
 
 
 def _eos(matcher: Any, vocab_size: int) -> tuple[int, ...]:
@@ -433,7 +435,7 @@ def self_drafter(target: Any, layers: int, greedy: bool = False) -> LMDrafter:
     Raises:
         InvalidArgumentError: ``layers`` out of range, or the target is not a Llama-like HF model.
     """
-    from ..hf import HFLanguageModel
+    from gad.models.hf import HFLanguageModel
 
     model = getattr(target, "model", None)
     if model is None or not hasattr(target, "tokenizer"):
@@ -508,7 +510,7 @@ def make_drafter(spec: Any, target: LanguageModel, draft_k: int = 4) -> Drafter:
             n_layers = _num_layers(target)
             return self_drafter(target, int(arg) if arg else max(1, n_layers // 4), greedy=True)
         try:
-            from ..hf import load_model
+            from gad.models.hf import load_model
         except ImportError as exc:  # pragma: no cover - gad.hf is part of the package
             raise InvalidArgumentError(f"speculative={spec!r}: cannot load a draft model ({exc})") from exc
         try:
@@ -529,3 +531,32 @@ def _num_layers(target: Any) -> int:
     if n is None:
         raise InvalidArgumentError("speculative='self' needs a Hugging Face target model (no .model.config)")
     return int(n)
+
+
+_DRAFTER_PART = re.compile(r"^(forced(-token)?|ngram(:[1-9]\d*)?|self(-greedy)?(:[1-9]\d*)?)$", re.IGNORECASE)
+
+
+def check_drafter_spec(spec: str) -> str:
+    """Validate a drafter name the way :func:`gad.speculative.drafters.make_drafter` parses it.
+
+    Accepted: ``forced``, ``forced-token``, ``ngram[:N]``, ``self[:L]``, ``self-greedy[:L]`` (``N``, ``L`` positive integers),
+    a path to a draft model that exists, or several of these joined by ``+`` (``forced+ngram:3``).
+    Returns the stripped spec.
+
+    Raises:
+        InvalidArgumentError: an empty part, a malformed name, or a path that does not exist (one line,
+            naming ``--speculative``).
+    """
+    text = spec.strip()
+    parts = text.split("+")
+    for part in parts:
+        part = part.strip()
+        if _DRAFTER_PART.match(part):
+            continue
+        if not part:
+            raise InvalidArgumentError(f"--speculative: empty drafter in {spec!r} (expected e.g. forced+ngram)")
+        if not Path(part).exists():
+            raise InvalidArgumentError(
+                f"--speculative: {part!r} is not forced, forced-token, ngram[:N], self[:L], self-greedy[:L] (joined by '+') "
+                "nor an existing draft model path")
+    return text

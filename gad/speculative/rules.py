@@ -39,6 +39,7 @@ from typing import ClassVar
 import numpy as np
 
 from gad.errors import InvalidArgumentError
+from gad.sampling.dist import entropy
 
 __all__ = [
     "TIE_TOL", "AcceptRule", "StrictGreedy", "Additive", "Multiplicative", "TopM", "Typical", "LosslessRule",
@@ -89,13 +90,6 @@ def _check_token(d: object, vocab: int, name: str = "d") -> int:
     if not 0 <= d < vocab:
         raise InvalidArgumentError(f"{name}: token id {d} out of range [0, {vocab})")
     return d
-
-
-def entropy(p: np.ndarray) -> float:
-    """Shannon entropy ``H(p) = −Σ p_t ln p_t`` in nats (``0 · ln 0 = 0``) of a ``(vocab,)`` float array."""
-    p = np.asarray(p, dtype=np.float64)
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum())
 
 
 class AcceptRule(ABC):

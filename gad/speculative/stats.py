@@ -38,10 +38,8 @@ import numpy as np
 from gad.errors import InvalidArgumentError
 
 __all__ = ["AcceptanceRecord", "AcceptanceSummary", "summarize", "format_table", "write_plot",
-           "write_records", "read_records", "load_prompts", "DOMAINS", "spearman_rho", "main"]
+           "write_records", "read_records", "spearman_rho", "main"]
 
-DOMAINS = ("code", "math", "logic", "chat", "json", "sql")
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 
 
 @dataclass(frozen=True)
@@ -356,28 +354,6 @@ def read_records(path: str | Path) -> list[AcceptanceRecord]:
                 out.append(AcceptanceRecord(**d))
             except (json.JSONDecodeError, TypeError, InvalidArgumentError) as exc:
                 raise InvalidArgumentError(f"{path}:{i}: not an acceptance record ({exc})") from None
-    return out
-
-
-# --- prompt sets ----------------------------------------------------------------------------------
-
-
-def load_prompts(domain: str | None = None) -> list[dict]:
-    """Load the shipped domain prompt sets (``gad/speculative/prompts/<domain>.jsonl``).
-
-    Args:
-        domain: one of :data:`DOMAINS`, or None for all of them (in :data:`DOMAINS` order).
-    Returns:
-        list of ``{"domain": str, "prompt": str, "grammar": None | "grammars/<name>.lark"}`` dicts.
-    Raises:
-        InvalidArgumentError: unknown ``domain``; FileNotFoundError if the package data is missing.
-    """
-    if domain is not None and domain not in DOMAINS:
-        raise InvalidArgumentError(f"domain: {domain!r} is not one of {', '.join(DOMAINS)}")
-    out: list[dict] = []
-    for d in (DOMAINS if domain is None else (domain,)):
-        with open(PROMPTS_DIR / f"{d}.jsonl", encoding="utf-8") as fh:
-            out.extend(json.loads(line) for line in fh if line.strip())
     return out
 
 

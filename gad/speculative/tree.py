@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, TokenRejectedError
-from ..lm import LanguageModel
-from ..phi.base import PhiEstimator
-from ..results import Sample
-from .drafters import Drafter
-from .verify import tilted
+from gad.errors import InvalidArgumentError, TokenRejectedError
+from gad.models.base import LanguageModel
+from gad.phi.base import PhiEstimator
+from gad.speculative.drafters import Drafter
+from gad.speculative.verify import tilted
+from gad.types import Sample
 
 
 def parse_tree(tree: Any) -> tuple[int, int]:
@@ -174,7 +174,7 @@ class HFTreeScorer:
     kind = "tree-attention"
 
     def __init__(self, lm: Any, prompt: list[int]) -> None:
-        from ..kvcache import new_cache
+        from gad.models.kvcache import new_cache
 
         self.lm = lm
         self.model = lm.model
@@ -246,7 +246,7 @@ class HFTreeScorer:
 
 
     def _crop(self, new_len: int) -> None:
-        from ..kvcache import crop_to
+        from gad.models.kvcache import crop_to
 
         crop_to(self.cache, new_len)
 
@@ -256,7 +256,7 @@ def make_scorer(lm: Any, prompt: list[int]) -> Any:
     full attention, else :class:`PathScorer` (a sliding-window layer keeps only its window, which the
     tree's full-length 4D mask does not fit)."""
     if hasattr(lm, "model") and hasattr(lm, "forward"):
-        from ..kvcache import has_sliding_layers
+        from gad.models.kvcache import has_sliding_layers
 
         if not has_sliding_layers(lm.model.config):
             return HFTreeScorer(lm, prompt)
@@ -358,8 +358,8 @@ def tree_sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter
         drafted += len(tree)
         accepted += len(path)
         if log:
-            from .certificates import TreeCoverage
-            from .stats import AcceptanceRecord
+            from gad.speculative.certificates import TreeCoverage
+            from gad.speculative.stats import AcceptanceRecord
 
             for node, ok in reached:  # siblings share their parent's p̃, q and coverage certificate
                 parent = tree.parents[node]
@@ -395,10 +395,11 @@ def tree_sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter
     n_tok = len(gen) + int(finished)
     passes = scorer.passes  # prompt pass included (a fresh scorer per sample)
     stats: dict[str, Any] = dict(target_passes=passes, drafted=drafted, accepted=accepted, steps=steps,
-                                 bonus=steps, tokens=n_tok, eos_id=eos_id,
+                                 bonus=steps, tokens=n_tok,
                                  passes_per_token=passes / max(1, n_tok),
                                  draft_passes=getattr(drafter, "passes", None),
                                  scorer=scorer.kind, tree_nodes=drafted)
     if log:
         stats["log"] = records
-    return Sample(text=text, token_ids=gen, logprob=logprob, finished=finished, stats=stats)
+    return Sample(text=text, token_ids=gen, logprob=logprob, finished=finished,
+                  eos_id=eos_id if finished else None, stats=stats)

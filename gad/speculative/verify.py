@@ -25,59 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-
-# --- randomness -----------------------------------------------------------------------------------
-
-
-@runtime_checkable
-class Rng(Protocol):
-    """The two random choices speculative decoding makes."""
-
-    def bernoulli(self, prob: float) -> bool:
-        """True with probability ``prob`` (clipped to [0, 1])."""
-        ...
-
-    def categorical(self, probs: np.ndarray) -> int:
-        """An index drawn from ``probs`` ``(n,)`` float64 (non-negative, need not be normalised)."""
-        ...
-
-
-class NumpyRng:
-    """:class:`Rng` backed by ``numpy.random.Generator`` (``seed`` int or None)."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        self.gen = np.random.default_rng(seed)
-
-    def bernoulli(self, prob: float) -> bool:
-        if prob >= 1.0:
-            return True
-        if prob <= 0.0:
-            return False
-        return bool(self.gen.random() < prob)
-
-    def categorical(self, probs: np.ndarray) -> int:
-        p = np.asarray(probs, dtype=np.float64)
-        c = np.cumsum(p)
-        total = float(c[-1]) if c.size else 0.0
-        if not total > 0.0:
-            raise InvalidArgumentError("categorical: probs has no positive mass (argument probs)")
-        i = int(np.searchsorted(c, self.gen.random() * total, side="right"))
-        if i >= p.size or p[i] <= 0.0:  # float round-off at the top end
-            i = int(np.flatnonzero(p > 0.0)[-1])
-        return i
-
-
-def as_rng(seed: int | None | Rng) -> Rng:
-    """An :class:`Rng` from a seed (int / None) or an existing Rng."""
-    if isinstance(seed, Rng) and not isinstance(seed, (int, np.integer)):
-        return seed
-    return NumpyRng(None if seed is None else int(seed))
-
+from gad.errors import InvalidArgumentError
+from gad.sampling.dist import entropy
+from gad.sampling.rng import Rng
+from gad.speculative.rules import LosslessRule, lossless_accept_prob, parse_rule, residual
 
 # --- the target law ----------------------------------------------------------------------------------
 
@@ -109,51 +64,7 @@ def tilted(logp: np.ndarray, mask: np.ndarray, phi: np.ndarray) -> np.ndarray | 
     return w / s
 
 
-def entropy(p: np.ndarray) -> float:
-    """Shannon entropy of ``p`` ``(vocab,)`` in nats."""
-    nz = p[p > 0]
-    return float(-(nz * np.log(nz)).sum())
-
-
 # --- rules -------------------------------------------------------------------------------------------
-
-
-def _rules_module() -> Any | None:
-    try:
-        from . import rules  # written by another engineer; optional until it lands
-    except ImportError:
-        return None
-    return rules
-
-
-def lossless_accept_prob(p: np.ndarray, q: np.ndarray, d: int) -> float:
-    """``min(1, p(d) / q(d))`` (Leviathan et al. 2022, arXiv 2211.17192, Alg. 1); 0 when p(d)=0.
-
-    Uses ``gad.speculative.rules.lossless_accept_prob`` when that module provides it.
-    """
-    r = _rules_module()
-    if r is not None and hasattr(r, "lossless_accept_prob"):
-        return float(r.lossless_accept_prob(p, q, d))
-    pd, qd = float(p[d]), float(q[d])
-    if pd <= 0.0:
-        return 0.0
-    if qd <= 0.0:
-        return 1.0
-    return min(1.0, pd / qd)
-
-
-def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``norm(max(0, p − q))`` ``(vocab,)`` float64 (Chen et al. 2023, arXiv 2302.01318).
-
-    Uses ``gad.speculative.rules.residual`` when that module provides it.  When ``p == q`` (the
-    residual is empty, which happens with probability 0) ``p`` itself is returned.
-    """
-    r = _rules_module()
-    if r is not None and hasattr(r, "residual"):
-        return np.asarray(r.residual(p, q), dtype=np.float64)
-    res = np.maximum(p - q, 0.0)
-    s = float(res.sum())
-    return res / s if s > 0.0 else p
 
 
 def parse_accept(accept: Any) -> Any | None:
@@ -163,7 +74,7 @@ def parse_accept(accept: Any) -> Any | None:
     ``gad.speculative.rules.parse_rule`` understands (``greedy``, ``additive:0.1`` …).
 
     Raises:
-        InvalidArgumentError: the text names no rule (or the rules module is missing).
+        InvalidArgumentError: the text names no rule.
     """
     if accept is None or (isinstance(accept, str) and accept.strip().lower() in ("lossless", "stochastic")):
         return None
@@ -171,12 +82,8 @@ def parse_accept(accept: Any) -> Any | None:
         if not hasattr(accept, "accepts"):
             raise InvalidArgumentError(f"accept must be a rule name or have .accepts(p, d); got {accept!r}")
         return accept
-    r = _rules_module()
-    if r is None or not hasattr(r, "parse_rule"):
-        raise InvalidArgumentError(
-            f"accept={accept!r} needs gad.speculative.rules (not available); use accept='lossless'")
-    rule = r.parse_rule(accept)
-    if getattr(rule, "name", None) == "lossless" or getattr(rule, "kind", None) == "lossless":
+    rule = parse_rule(accept)
+    if isinstance(rule, LosslessRule):
         return None
     return rule
 

@@ -1,0 +1,53 @@
+"""The ``gad`` command line (one module per sub-command; shared argument types in :mod:`gad.cli.args`).
+
+    gad sample --grammar json --prompt "A JSON record of a cat" -n 2 --out cats.jsonl
+    gad eval --task binary/string_start_w_1_all_0 --method gcd asap -n 200
+    gad accept-stats --domain json sql chat --prompts-per-domain 3 --max-new-tokens 24
+
+Bad arguments and gad errors print one line (``gad: error: …``) on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from gad.cli import accept_stats, sample
+from gad.cli import eval as eval_cmd
+from gad.cli.args import Parser
+from gad.errors import GadError
+
+_COMMANDS = {"sample": sample, "eval": eval_cmd, "accept-stats": accept_stats}
+
+
+def build_parser() -> Parser:
+    """The ``gad`` argument parser (sub-commands ``sample``, ``eval`` and ``accept-stats``)."""
+    parser = Parser(prog="gad", description="Grammar-aligned constrained decoding.")
+    sub = parser.add_subparsers(dest="command", metavar="{sample,eval,accept-stats}", parser_class=Parser)
+    sub.required = True
+    sample.add_arguments(sub.add_parser("sample", help="draw grammatical samples from a model"))
+    eval_cmd.add_arguments(sub.add_parser("eval", help="evaluate sampling methods against Q* (gad.eval)"))
+    accept_stats.add_arguments(sub.add_parser(
+        "accept-stats", help="per-domain acceptance statistics of speculative decoding (table + plot)"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gad`` command.  Returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(_COMMANDS[args.command].run(args) or 0)
+    except GadError as exc:
+        print(f"gad {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"gad {args.command}: error: file not found: {exc.filename}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gad: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

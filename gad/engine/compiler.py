@@ -1,0 +1,659 @@
+"""Compile a grammar against a vocabulary: the build-once half of the mask engine.
+
+``compile(grammar, tokenizer)`` returns a :class:`CompiledGrammar` holding
+
+* the LALR(1) parse table of the grammar (from Lark), as plain dicts;
+* one byte-level lexer automaton per contextual-lexer context (:mod:`gad.lexer`);
+* the vocabulary as a padded byte matrix ``(vocab, max_len)`` uint8;
+* lazily built, cached **token walks**: for a lexer context and automaton state, the result of
+  running every token's bytes through the automaton at once (numpy over the vocabulary) — which
+  tokens stay inside the current lexeme (and in which state), and which close it (with which
+  terminal, at which byte).  A walk's continuation after a closed lexeme depends only on the next
+  lexer context, so walks form a static tree that every mask computation reuses;
+* an LRU cache of masks keyed by the full matcher state (parser stack, lexer state).
+
+Per-request state lives in :class:`gad.matcher.Matcher` (``compiled.matcher()``).
+
+The compiled tables can be saved to disk (``cache_dir``), keyed by the grammar's hash, the
+vocabulary's fingerprint and the gad version, so that a second compile of the same pair is fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lark
+import numpy as np
+
+from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
+from gad.engine.matcher import Matcher
+from gad.engine.vocab import Vocabulary
+from gad.errors import InvalidArgumentError
+from gad.fileio import atomic_write, default_cache_root
+from gad.grammar.loader import Grammar
+
+CACHE_FORMAT = 4
+
+
+def _code_version() -> str:
+    """Hash of the engine's source: a compile cache written by other code is never reused."""
+    h = hashlib.sha256(str(CACHE_FORMAT).encode())
+    for mod in ("lexer.py", "compiler.py"):
+        h.update((Path(__file__).parent / mod).read_bytes())
+    return h.hexdigest()[:16]
+Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
+
+
+@dataclass
+class WalkNode:
+    """Result of running a token subset through one lexer automaton from one state.
+
+    Attributes:
+        end_tok: ``(n,)`` int32 ids of tokens whose bytes end inside the current lexeme.
+        end_state: ``(n,)`` int32 automaton state each of them ends in.
+        groups: winner terminal id -> ``(token ids, byte offsets)`` of tokens whose current lexeme
+            closes (as that terminal) inside the token; the offset (> 0) is where the next lexeme starts.
+        groups0: winner terminal id -> token ids whose first byte already closes the lexeme.
+        children: ``(winner, next context id) -> WalkNode`` built on first use.
+    """
+
+    end_tok: np.ndarray
+    end_state: np.ndarray
+    groups: dict[int, tuple[np.ndarray, np.ndarray]]
+    children: dict[tuple[int, int], WalkNode]
+    groups0: dict[int, np.ndarray] | None = None
+    # dense forms of large token sets, built on first use: (vocab,) end states (0 = not ending
+    # here) and (vocab,) bool membership of each large groups0 set
+    dense_end: np.ndarray | None = None
+    dense0: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # tokens whose very first byte closes the current lexeme continue exactly like a whole
+        # token read from the next context's start state: their masks come from that state's mask
+        if self.groups0 is None:
+            self.groups0 = {}
+            rest: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            for w, (tok, off) in self.groups.items():
+                z = off == 0
+                if z.any():
+                    self.groups0[w] = tok[z]
+                if not z.all():
+                    rest[w] = (tok[~z], off[~z])
+            self.groups = rest
+
+
+class _ParseTable:
+    """LALR(1) action/goto table extracted from Lark (shift = ('s', state), reduce = ('r', n, origin))."""
+
+    def __init__(self, lark_obj: Any, start: str) -> None:
+        from lark.parsers.lalr_analysis import Shift
+
+        pt = lark_obj.parser.parser.parser.parse_table
+        self.start_state: int = pt.start_states[start]
+        self.end_state: int = pt.end_states[start]
+        self.actions: dict[int, dict[str, tuple]] = {}
+        for s, acts in pt.states.items():
+            d: dict[str, tuple] = {}
+            for sym, (act, arg) in acts.items():
+                if act is Shift:
+                    d[sym] = ("s", arg)
+                else:
+                    d[sym] = ("r", len(arg.expansion), arg.origin.name)
+            self.actions[s] = d
+
+
+class CompiledGrammar:
+    """A grammar compiled against a vocabulary (build once, share across requests).
+
+    Attributes:
+        grammar: the source grammar (``gad.Grammar`` or a Lark object).
+        grammar_sha256: the grammar's identity (:attr:`gad.grammar.Grammar.sha256`; keys every cache).
+        vocab: the :class:`gad.vocab.Vocabulary`; ``vocab_size`` its size; ``eos_ids`` its EOS ids.
+    """
+
+    def __init__(self, lark_obj: Any, vocab: Vocabulary, grammar: Any = None, start: str = "start",
+                 mask_cache_size: int = 2048) -> None:
+        self.grammar = grammar if grammar is not None else lark_obj
+        self.grammar_sha256 = _grammar_hash(grammar, lark_obj)
+        self.vocab = vocab
+        self.vocab_size = vocab.size
+        self.eos_ids = tuple(vocab.eos_ids)
+        self._eos = np.asarray(self.eos_ids, dtype=np.int64)
+        self.table = _ParseTable(lark_obj, start)
+        self._build_contexts(lark_obj)
+        self._build_vocab_matrix()
+        self._roots: dict[tuple[int, int], WalkNode] = {}
+        # parser stacks are interned as a tree (graph-structured stack): id -> (parent id, LR state),
+        # so that a matcher state is two ints and deep nesting costs O(1) per token
+        self._stk_parent: list[int] = [-1]
+        self._stk_state: list[int] = [self.table.start_state]
+        self._stk_index: dict[tuple[int, int], int] = {(-1, self.table.start_state): 0}
+        self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
+        self._allowed_memo: dict[Stack, int] = {}
+        self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
+        self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
+        self.mask_cache_size = mask_cache_size
+        self._dense_min = max(64, vocab.size // 8)  # token sets larger than this use dense arrays
+        self.stats = {"mask_hits": 0, "mask_misses": 0, "walks": 0}
+
+    # ---------------------------------------------------------------------------------- building
+    def _build_contexts(self, lark_obj: Any) -> None:
+        lexer = lark_obj.parser.lexer
+        lexers = getattr(lexer, "lexers", None)
+        if lexers is None:
+            raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
+        ignore = set(lark_obj.ignore_tokens)
+        ctx_of_lexer: dict[int, int] = {}
+        self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool]]] = []
+        self.state_ctx: dict[int, int] = {}
+        for state, bl in lexers.items():
+            cid = ctx_of_lexer.get(id(bl))
+            if cid is None:
+                terms, unless = lark_context_terminals(bl)
+                cid = len(self._ctx_specs)
+                ctx_of_lexer[id(bl)] = cid
+                self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms]))
+            self.state_ctx[state] = cid
+        self._automata: dict[str, TerminalAutomaton] = {}
+        self._dfas: list[LexerDFA | None] = [None] * len(self._ctx_specs)
+
+    def ctx(self, cid: int) -> LexerDFA:
+        """The lexer automaton of context ``cid`` (built on first use)."""
+        dfa = self._dfas[cid]
+        if dfa is None:
+            terms, unless, ignore = self._ctx_specs[cid]
+            autos = []
+            for t in terms:
+                a = self._automata.get(t.name)
+                if a is None:
+                    a = TerminalAutomaton.build(t.name, t.pattern.to_regexp())
+                    self._automata[t.name] = a
+                autos.append(a)
+            dfa = LexerDFA(autos, ignore, unless)
+            self._dfas[cid] = dfa
+        return dfa
+
+    def _build_vocab_matrix(self) -> None:
+        toks = self.vocab.tokens
+        eos = set(self.eos_ids)
+        lens = np.array([0 if (t is None or i in eos) else len(t) for i, t in enumerate(toks)], dtype=np.int32)
+        width = int(lens.max()) if lens.size else 0
+        mat = np.zeros((len(toks), max(width, 1)), dtype=np.uint8)
+        for i, t in enumerate(toks):
+            if lens[i]:
+                mat[i, : lens[i]] = np.frombuffer(t, dtype=np.uint8)
+        self._bytes = mat
+        self._lens = lens
+        self._content = np.nonzero(lens > 0)[0].astype(np.int32)
+        # root walks: content tokens sorted by decreasing length, bytes stored position-major so
+        # that the tokens still being read at byte ``pos`` are the contiguous prefix [:_n_at[pos]]
+        order = self._content[np.argsort(-lens[self._content], kind="stable")]
+        self._order = order
+        self._bytes_t = np.ascontiguousarray(mat[order].T)
+        slen = lens[order]
+        self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
+        self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+
+    def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
+        """Build every lexer automaton and the token walk from each context's start state.
+
+        ``all_roots``: also walk from every automaton state, so that no later mask walks the whole
+        vocabulary (≈5 ms per state on 49k tokens); default: when the grammar's automata have at
+        most 1,000 states in all (JSON: ~330; the keyword-heavy SQL grammar: ~4,200 stays lazy).
+        """
+        if all_roots is None:
+            all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
+        for cid in range(len(self._ctx_specs)):
+            dfa = self.ctx(cid)
+            for d in range(START, dfa.n_states if all_roots else START + 1):
+                node = self.root(cid, d)
+                if all_roots:
+                    self._warm_children(cid, node, depth=2)
+        return self
+
+    def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
+        """Walk ahead the tokens that close a lexeme mid-token, for every context that can follow."""
+        if depth == 0:
+            return
+        dfa = self.ctx(cid)
+        for w, (tok, off) in node.groups.items():
+            nctx = [cid] if dfa.ignore[w] else self._contexts_after(dfa.names[w])
+            for ncid in nctx:
+                child = node.children.get((w, ncid))
+                if child is None:
+                    child = self._walk(ncid, START, tok, off)
+                    node.children[(w, ncid)] = child
+                self._warm_children(ncid, child, depth - 1)
+
+    def _contexts_after(self, term: str) -> list[int]:
+        """Lexer contexts of the LR states entered by shifting ``term``."""
+        states = {a[1] for acts in self.table.actions.values() for t, a in acts.items()
+                  if t == term and a[0] == "s"}
+        return sorted({self.state_ctx[s] for s in states if s in self.state_ctx})
+
+    # ------------------------------------------------------------------------------------ parser
+    def push(self, parent: Stack, state: int) -> Stack:
+        """The interned stack ``parent`` + ``state``."""
+        key = (parent, state)
+        r = self._stk_index.get(key)
+        if r is None:
+            r = len(self._stk_state)
+            self._stk_index[key] = r
+            self._stk_parent.append(parent)
+            self._stk_state.append(state)
+        return r
+
+    def top(self, stack: Stack) -> int:
+        """The LR state on top of ``stack``."""
+        return self._stk_state[stack]
+
+    def stack_states(self, stack: Stack) -> list[int]:
+        """The LR states of ``stack``, bottom first."""
+        out = []
+        while stack >= 0:
+            out.append(self._stk_state[stack])
+            stack = self._stk_parent[stack]
+        return out[::-1]
+
+    def _reduce(self, s: Stack, act: tuple) -> Stack:
+        parent = self._stk_parent
+        for _ in range(act[1]):
+            s = parent[s]
+        return self.push(s, self.table.actions[self._stk_state[s]][act[2]][1])
+
+    def feed(self, stack: Stack, term: str) -> Stack | None:
+        """Parser stack after shifting terminal ``term`` (reductions first); None if it is an error."""
+        key = (stack, term)
+        try:
+            return self._feed_memo[key]
+        except KeyError:
+            pass
+        actions = self.table.actions
+        s = stack
+        out: Stack | None = None
+        while True:
+            act = actions[self._stk_state[s]].get(term)
+            if act is None:
+                break
+            if act[0] == "s":
+                out = self.push(s, act[1])
+                break
+            s = self._reduce(s, act)
+        self._feed_memo[key] = out
+        return out
+
+    def accepts_end(self, stack: Stack) -> bool:
+        """Does the parser accept end of input from ``stack``?"""
+        actions = self.table.actions
+        end = self.table.end_state
+        s = stack
+        while True:
+            top = self._stk_state[s]
+            if top == end:
+                return True
+            act = actions[top].get("$END")
+            if act is None or act[0] == "s":
+                return False
+            s = self._reduce(s, act)
+
+    def allowed_bits(self, stack: Stack) -> int:
+        """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
+        r = self._allowed_memo.get(stack)
+        if r is None:
+            dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+            r = 0
+            for i, name in enumerate(dfa.names):
+                if not dfa.ignore[i] and self.feed(stack, name) is not None:
+                    r |= 1 << i
+            self._allowed_memo[stack] = r
+        return r
+
+    def ok_states(self, cid: int, bits: int) -> np.ndarray:
+        key = (cid, bits)
+        r = self._ok_memo.get(key)
+        if r is None:
+            r = self.ctx(cid).ok_states(bits)
+            self._ok_memo[key] = r
+        return r
+
+    # ----------------------------------------------------------------------------- token walks
+    def root(self, cid: int, d: int) -> WalkNode:
+        """The walk of every content token from state ``d`` of context ``cid``."""
+        key = (cid, d)
+        node = self._roots.get(key)
+        if node is None:
+            node = self._root_walk(cid, d)
+            self._roots[key] = node
+        return node
+
+    def _root_walk(self, cid: int, d: int) -> WalkNode:
+        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix."""
+        self.stats["walks"] += 1
+        dfa = self.ctx(cid)
+        flat, winner = dfa.flat_sink, dfa.winner
+        sink = dfa.n_states
+        n = self._order.size
+        st = np.full(n, d, dtype=np.int32)
+        idx = np.empty(n, dtype=np.int32)
+        end_s = np.zeros(n, dtype=np.int32)
+        b_i: list[np.ndarray] = []
+        b_p: list[int] = []
+        b_w: list[np.ndarray] = []
+        for pos, k in enumerate(self._n_at):
+            if k == 0:
+                break
+            cur = st[:k]
+            ik = idx[:k]
+            np.left_shift(cur, 8, out=ik)
+            np.add(ik, self._bytes_t[pos, :k], out=ik)
+            nxt = flat.take(ik)
+            died = np.flatnonzero(nxt == DEAD)
+            if died.size:
+                w = winner[cur[died]]
+                closes = w >= 0
+                if closes.any():
+                    b_i.append(died[closes])
+                    b_p.append(pos)
+                    b_w.append(w[closes])
+            st[:k] = nxt
+            lo, hi = self._fin_at[pos]
+            if hi > lo:
+                end_s[lo:hi] = nxt[lo:hi]
+        live = np.flatnonzero((end_s != DEAD) & (end_s != sink))
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if b_i:
+            bi = np.concatenate(b_i)
+            bp = np.concatenate([np.full(a.size, p, dtype=np.int32) for a, p in zip(b_i, b_p)])
+            bw = np.concatenate(b_w)
+            for w in np.unique(bw):
+                sel = bw == w
+                groups[int(w)] = (self._order[bi[sel]], bp[sel])
+        tok = self._order[live]
+        srt = np.argsort(tok, kind="stable")
+        return WalkNode(tok[srt], end_s[live][srt].astype(np.int16 if dfa.n_states < 32000 else np.int32), groups, {})
+
+    def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
+        """Run tokens ``tok`` (starting at byte offsets ``off``) through context ``cid`` from state ``d``."""
+        self.stats["walks"] += 1
+        dfa = self.ctx(cid)
+        table, winner = dfa.table, dfa.winner
+        lens = self._lens[tok]
+        st = np.full(tok.size, d, dtype=np.int32)
+        idx = np.arange(tok.size)
+        end_parts: list[np.ndarray] = []
+        end_states: list[np.ndarray] = []
+        b_idx: list[np.ndarray] = []
+        b_pos: list[np.ndarray] = []
+        b_win: list[np.ndarray] = []
+        pos = 0
+        while idx.size:
+            col = off[idx] + pos
+            cur = st[idx]
+            nxt = table[cur, self._bytes[tok[idx], col]]
+            dead = nxt == DEAD
+            if dead.any():
+                di = idx[dead]
+                w = winner[cur[dead]]
+                closes = w >= 0
+                if closes.any():
+                    b_idx.append(di[closes])
+                    b_pos.append(col[dead][closes])
+                    b_win.append(w[closes])
+                live = ~dead
+                idx, nxt, col = idx[live], nxt[live], col[live]
+            st[idx] = nxt
+            fin = lens[idx] == col + 1
+            if fin.any():
+                end_parts.append(idx[fin])
+                end_states.append(nxt[fin])
+                idx = idx[~fin]
+            pos += 1
+        end_i = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
+        end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if b_idx:
+            bi = np.concatenate(b_idx)
+            bp = np.concatenate(b_pos).astype(np.int32)
+            bw = np.concatenate(b_win)
+            for w in np.unique(bw):
+                sel = bw == w
+                groups[int(w)] = (tok[bi[sel]], bp[sel])
+        return WalkNode(tok[end_i].astype(np.int32), end_s.astype(np.int32), groups, {})
+
+    # ------------------------------------------------------------------------------------ masks
+    def mask_for(self, stack: Stack, d: int) -> np.ndarray:
+        """The exact next-token mask at matcher state ``(stack, d)``: ``(vocab,)`` bool (read-only).
+
+        EOS ids are True iff the prefix is a complete sentence.  Cached (LRU) by state.
+        """
+        key = (stack, d)
+        m = self._masks.get(key)
+        if m is not None:
+            self._masks.move_to_end(key)
+            self.stats["mask_hits"] += 1
+            return m
+        self.stats["mask_misses"] += 1
+        m = np.zeros(self.vocab_size, dtype=bool)
+        cid = self.state_ctx[self._stk_state[stack]]
+        self._fill(m, stack, cid, self.root(cid, d))
+        if self.is_complete(stack, d):
+            m[self._eos] = True
+        m.setflags(write=False)
+        self._masks[key] = m
+        if len(self._masks) > self.mask_cache_size:
+            self._masks.popitem(last=False)
+        return m
+
+    def _fill(self, m: np.ndarray, stack: Stack, cid: int, node: WalkNode) -> None:
+        if node.end_tok.size:
+            ok = self.ok_states(cid, self.allowed_bits(stack))
+            if node.end_tok.size > self._dense_min:
+                if node.dense_end is None:
+                    node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
+                    node.dense_end[node.end_tok] = node.end_state
+                m |= ok[node.dense_end]
+            else:
+                m[node.end_tok[ok[node.end_state]]] = True
+        if not node.groups and not node.groups0:
+            return
+        dfa = self.ctx(cid)
+        for w, tok in node.groups0.items():
+            nstack = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+            if nstack is not None:
+                sub = self.mask_for(nstack, START)
+                if tok.size > self._dense_min:
+                    mem = node.dense0.get(w)
+                    if mem is None:
+                        mem = np.zeros(self.vocab_size, dtype=bool)
+                        mem[tok] = True
+                        node.dense0[w] = mem
+                    m |= sub & mem
+                else:
+                    m[tok] |= sub[tok]
+        for w, (tok, off) in node.groups.items():
+            if dfa.ignore[w]:
+                nstack: Stack | None = stack
+            else:
+                nstack = self.feed(stack, dfa.names[w])
+            if nstack is None:
+                continue
+            ncid = self.state_ctx[self._stk_state[nstack]]
+            child = node.children.get((w, ncid))
+            if child is None:
+                child = self._walk(ncid, START, tok, off)
+                node.children[(w, ncid)] = child
+            self._fill(m, nstack, ncid, child)
+
+    # ----------------------------------------------------------------------- scalar transitions
+    def step_bytes(self, stack: Stack, d: int, data: bytes) -> tuple[Stack, int] | None:
+        """Advance state ``(stack, d)`` over ``data`` with the same semantics as the masks.
+
+        Returns the new state, or None when ``data`` makes the prefix non-viable.
+        """
+        cid = self.state_ctx[self._stk_state[stack]]
+        dfa = self.ctx(cid)
+        for b in data:
+            nd = dfa.rows[d][b]
+            if nd == DEAD:
+                ns = self._close(stack, dfa, d)
+                if ns is None:
+                    return None
+                if ns != stack:
+                    stack = ns
+                    dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+                nd = dfa.rows[START][b]
+                if nd == DEAD:
+                    return None
+            d = nd
+        if d != START:
+            bits = self.allowed_bits(stack) | dfa.ignore_bits
+            if not dfa.reach[d] & bits:
+                return None
+        return stack, d
+
+    def is_complete(self, stack: Stack, d: int) -> bool:
+        """Is the text read so far a sentence of the grammar (end of input allowed here)?"""
+        if d == START:
+            return self.accepts_end(stack)
+        ns = self._close(stack, self.ctx(self.state_ctx[self._stk_state[stack]]), d)
+        return ns is not None and self.accepts_end(ns)
+
+    def _close(self, stack: Stack, dfa: LexerDFA, d: int) -> Stack | None:
+        """Close the open lexeme (automaton state ``d``) and feed its winner to the parser.
+
+        Returns the new stack (the same one for an ignored lexeme), or None if the lexeme is not
+        accepted by any terminal or the parser cannot shift it."""
+        w = dfa.winner_list[d]
+        if w < 0:
+            return None
+        return stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+
+    @property
+    def initial_state(self) -> tuple[Stack, int]:
+        """The matcher state before any token: ``(stack id 0 = [start state], START)``."""
+        return 0, START
+
+    def matcher(self):
+        """A fresh per-request :class:`gad.engine.matcher.Matcher`."""
+        return Matcher(self)
+
+
+# ----------------------------------------------------------------------------------- front door
+def _lark_of(grammar: Any) -> tuple[Any, Any, str]:
+    """Return (lark object, grammar object, start symbol) for a gad.Grammar, Lark object or text."""
+    if isinstance(grammar, lark.Lark):
+        return grammar, grammar, grammar.options.start[0]
+    if hasattr(grammar, "lark"):
+        lk = grammar.lark
+        return lk, grammar, getattr(grammar, "start", None) or lk.options.start[0]
+    if isinstance(grammar, (str, os.PathLike)):
+        p = Path(grammar)
+        g = Grammar.from_file(p) if p.suffix in (".lark", ".ebnf", ".gbnf") else Grammar.from_string(str(grammar))
+        return g.lark, g, g.start
+    raise InvalidArgumentError(f"grammar must be a gad.Grammar, a lark.Lark or a path, got {type(grammar).__name__}")
+
+
+def _grammar_hash(grammar: Any, lark_obj: Any) -> str:
+    h = getattr(grammar, "sha256", None)
+    if h:
+        return str(h)
+    src = getattr(lark_obj, "source_grammar", None) or repr(lark_obj.terminals)
+    return hashlib.sha256(str(src).encode()).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """The compile cache's root: ``$GAD_CACHE_DIR`` (``~`` expanded; empty means unset) or ``~/.cache/gad``."""
+    return default_cache_root()
+
+
+def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool = None,
+            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None) -> CompiledGrammar:
+    """Compile ``grammar`` against ``tokenizer``'s vocabulary.
+
+    Args:
+        grammar: a ``gad.Grammar``, a ``lark.Lark`` (``parser='lalr', lexer='contextual'``) or a path.
+        tokenizer: a Hugging Face tokenizer or a :class:`gad.vocab.Vocabulary`.
+        cache_dir: where compiled tables are cached (default ``$GAD_CACHE_DIR`` or ``~/.cache/gad``);
+            ``False`` disables the disk cache and the in-process cache (a fresh object every call).
+            Otherwise a grammar already compiled against the same vocabulary in this process is
+            returned as the same object (its warm walks and masks are shared).
+        vocab_size, eos_ids: passed to :meth:`Vocabulary.from_tokenizer` for HF tokenizers.
+    Returns:
+        a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
+    Raises:
+        gad.errors.GrammarError subclasses for bad grammars; TokenizerError for unusable vocabularies.
+    """
+    lark_obj, gobj, start = _lark_of(grammar)
+    vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
+    memo_key = (_grammar_hash(gobj, lark_obj), start, vocab.fingerprint())
+    hit = _MEMO.get(memo_key) if cache_dir is not False else None
+    if hit is not None:
+        return hit
+    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir)
+    if cache_dir is not False:
+        _MEMO[memo_key] = cg
+    while len(_MEMO) > 8:
+        _MEMO.pop(next(iter(_MEMO)))
+    return cg
+
+
+# compiled grammars already built in this process (their warm walks and mask caches are reused)
+_MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
+
+
+def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
+                      cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
+    path: Path | None = None
+    if cache_dir is not False:
+        base = Path(cache_dir) if cache_dir else default_cache_dir()
+        key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
+                             ).hexdigest()[:32]
+        path = base / "compiled" / f"{key}.pkl"
+        if path.exists():
+            try:
+                with open(path, "rb") as f:
+                    state = pickle.load(f)
+                # a file under this name that does not hold this very key's tables (another
+                # grammar's file copied over it, a pickle of something else) is rebuilt, never used
+                if isinstance(state, dict) and state.get("_cache_key") == key and _STATE_KEYS <= state.keys():
+                    cg = CompiledGrammar.__new__(CompiledGrammar)
+                    cg.__dict__.update(state)
+                    cg.grammar = gobj
+                    cg.grammar_sha256 = _grammar_hash(gobj, lark_obj)
+                    cg.vocab = vocab
+                    return cg
+            except Exception:  # noqa: BLE001 - a broken cache entry is rebuilt, never trusted
+                pass
+    cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
+    if path is not None:
+        cg._cache_key = key
+        save_compiled(cg, path)
+    return cg
+
+
+# attributes every CompiledGrammar has after __init__ (besides grammar / vocab): a cache file
+# missing any of them is not used
+_STATE_KEYS = frozenset({
+    "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
+    "_stk_state", "_stk_index", "_feed_memo", "_allowed_memo", "_ok_memo", "_masks", "mask_cache_size",
+    "_dense_min", "stats", "_cache_key"})
+
+
+def save_compiled(cg: CompiledGrammar, path: Path) -> None:
+    """Write the compiled tables atomically (temp file + rename); failures leave no partial file."""
+    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab")}
+    state["_masks"] = OrderedDict()
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, [pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)])
+    except OSError:
+        return

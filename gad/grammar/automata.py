@@ -1,0 +1,88 @@
+"""Regular expressions to character automata under a state budget (interegular).
+
+Grammar validation (:mod:`gad.grammar.loader`) and the byte-level lexer (:mod:`gad.engine.lexer`) both
+turn a terminal's regexp into an ``interegular`` FSM with :func:`regex_fsm`; the budget refuses
+terminals whose subset construction would explode.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import interegular
+import interegular.fsm as _ifsm
+
+# Budgets on automaton sizes: a terminal such as /(a|b)*a(a|b){20}/ has 2^21 DFA states and
+# /a{1000000}/ a million; building them would run for hours, so they are refused instead.
+MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal's regexp
+MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
+
+
+class AutomatonTooLarge(Exception):
+    """A terminal's (or lexer context's) automaton exceeds its state budget."""
+
+
+_crawl_lock = threading.Lock()
+_ORIG_CRAWL = _ifsm.crawl
+
+
+def _budget_crawl(budget: list[int]):
+    """interegular's ``crawl`` (subset construction) with a shared state budget and an index dict
+    (the original looks every new state up with ``list.index``: quadratic in the number of states)."""
+
+    def crawl(alphabet, initial, final, follow):
+        states = [initial]
+        index: dict = {}
+
+        def key(x):
+            return frozenset(x) if isinstance(x, set) else x
+
+        try:
+            index[key(initial)] = 0
+        except TypeError:
+            return _ORIG_CRAWL(alphabet, initial, final, follow)
+        finals = set()
+        fmap: dict = {}
+        i = 0
+        while i < len(states):
+            state = states[i]
+            if final(state):
+                finals.add(i)
+            fmap[i] = {}
+            for transition in alphabet.by_transition:
+                try:
+                    nxt = follow(state, transition)
+                except _ifsm.OblivionError:
+                    continue
+                k = key(nxt)
+                j = index.get(k)
+                if j is None:
+                    j = len(states)
+                    index[k] = j
+                    states.append(nxt)
+                    budget[0] -= 1
+                    if budget[0] < 0:
+                        raise AutomatonTooLarge
+                fmap[i][transition] = j
+            i += 1
+        return _ifsm.FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=fmap,
+                         __no_validation__=True)
+
+    return crawl
+
+
+def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
+    """``interegular.parse_pattern(regexp).to_fsm()`` under a state budget.
+
+    Raises:
+        AutomatonTooLarge: more than ``max_states`` (default :data:`MAX_TERMINAL_STATES`) automaton
+            states would be built (exponential subset construction or huge repetition counts).
+        Any exception interegular raises for patterns it does not support.
+    """
+    budget = [MAX_TERMINAL_STATES if max_states is None else max_states]
+    with _crawl_lock:
+        _ifsm.crawl = _budget_crawl(budget)
+        try:
+            return interegular.parse_pattern(regexp).to_fsm()
+        finally:
+            _ifsm.crawl = _ORIG_CRAWL

@@ -1,0 +1,523 @@
+"""Grammar loading and validation: Lark (``.lark``) and GBNF/EBNF (``.ebnf`` / ``.gbnf``) files.
+
+A :class:`Grammar` holds Lark text plus its start symbol; its language is defined by Lark itself
+(issue 2, "Grammars"): a string is in L(G) iff ``lark.Lark(lark_text, parser="lalr",
+lexer="contextual", start=start, maybe_placeholders=False)`` parses it.  Loading validates eagerly
+so that every problem surfaces at load time as a typed :mod:`gad.errors` exception, never as a raw
+Lark stack trace:
+
+* bad grammar syntax -> :class:`~gad.errors.GrammarSyntaxError` (path:line:column);
+* a rule / terminal used but not defined -> :class:`~gad.errors.UndefinedSymbolError` (``symbol``);
+* a shift/reduce or reduce/reduce LALR(1) conflict -> :class:`~gad.errors.GrammarConflictError`
+  (``rules``; Lark itself silently resolves shift/reduce as shift, which would make L(G) differ from
+  the written CFG, so gad rejects it);
+* a start symbol that derives no finite string -> :class:`~gad.errors.EmptyLanguageError`;
+* zero-width terminals, or terminal regexps that interegular cannot turn into a DFA (lookarounds,
+  back-references) -> :class:`~gad.errors.UnsupportedGrammarError` (the mask engine builds DFAs
+  with interegular).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import lark
+import lark.lexer as lark_lexer
+from lark.common import ParserConf
+from lark.exceptions import GrammarError as LarkGrammarError
+from lark.exceptions import LarkError, LexError, UnexpectedInput
+from lark.lexer import TerminalDef
+from lark.parsers.lalr_analysis import LALR_Analyzer
+
+from gad.errors import (
+    EmptyLanguageError,
+    GrammarConflictError,
+    GrammarError,
+    GrammarSyntaxError,
+    UndefinedSymbolError,
+    UnsupportedGrammarError,
+)
+from gad.grammar import ebnf
+from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
+
+__all__ = ["Grammar"]
+
+_KINDS = ("lark", "ebnf")
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # shipped grammars (package data)
+_SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
+
+
+_LARK_LOCK = threading.Lock()
+
+
+def _build_lark(text: str, start: str) -> lark.Lark:
+    # Lark's own terminal-collision check (only log warnings when strict=False) builds every
+    # terminal's automaton with interegular without any bound: two terminals such as
+    # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
+    # state budget (_check_terminals), so Lark's check is switched off while the parser is built.
+    with _LARK_LOCK:
+        saved = lark_lexer.has_interegular
+        lark_lexer.has_interegular = False
+        try:
+            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
+        finally:
+            lark_lexer.has_interegular = saved
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A validated grammar in Lark form.
+
+    Attributes:
+        lark_text: the Lark grammar text (for GBNF input, the converted text).
+        path: the source file, or ``"<string>"``.
+        kind: ``"lark"`` or ``"ebnf"`` (the source dialect).
+        start: the start rule (Lark name): ``"start"`` by default for Lark, ``"root"`` for GBNF.
+        sha256: hex digest of ``lark_text`` and ``start`` (keys on-disk caches).
+
+    Build with :meth:`from_file` or :meth:`from_string`; both validate eagerly (see module doc).
+    """
+
+    lark_text: str
+    path: str
+    kind: str
+    start: str
+    sha256: str = field(init=False)
+    rule_names: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256((self.lark_text + "\0" + self.start).encode("utf-8", "surrogatepass"))
+        object.__setattr__(self, "sha256", digest.hexdigest())
+
+    # --- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def builtin(cls, name: str) -> Grammar:
+        """A grammar shipped with gad as package data (:data:`BUILTIN_DIR`): ``json`` (RFC 8259),
+        ``sql`` (the SQLite SELECT dialect of Spider), ``text`` (any non-empty text), …
+
+        Raises:
+            GrammarError: no shipped grammar has that name (the message lists them).
+        """
+        names = builtin_names()
+        if name not in names:
+            raise GrammarError(f"no shipped grammar named {name!r}; shipped: {', '.join(names)}",
+                               path=f"<builtin {name}>")
+        return cls.from_file(BUILTIN_DIR / f"{name}.lark")
+
+    @classmethod
+    def from_name_or_file(cls, spec: str | Path) -> Grammar:
+        """``spec`` as a file path when it names one (or ends in .lark/.ebnf/.gbnf), else a shipped name.
+
+        Raises:
+            GrammarError: neither a readable grammar file nor a shipped grammar's name.
+        """
+        p = Path(spec)
+        if p.suffix.lower() in _SUFFIX_KIND or p.exists():
+            return cls.from_file(p)
+        return cls.builtin(str(spec))
+
+
+    @classmethod
+    def from_file(cls, path: str | Path, start: str | None = None) -> Grammar:
+        """Load a grammar file: ``.lark`` as Lark text, ``.ebnf`` / ``.gbnf`` converted by :mod:`gad.ebnf`.
+
+        Raises:
+            GrammarError: the file is missing, unreadable, not UTF-8, or has an unknown suffix.
+            GrammarSyntaxError, UndefinedSymbolError, GrammarConflictError, EmptyLanguageError,
+            UnsupportedGrammarError: as :meth:`from_string`.
+        """
+        p = Path(path)
+        kind = _SUFFIX_KIND.get(p.suffix.lower())
+        if kind is None:
+            raise GrammarError(f"unknown grammar file type {p.suffix!r} (expected .lark, .ebnf or .gbnf)",
+                               path=str(path))
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise GrammarError("grammar file not found", path=str(path)) from None
+        except UnicodeDecodeError as e:
+            raise GrammarError(f"grammar file is not valid UTF-8 ({e.reason} at byte {e.start})",
+                               path=str(path)) from None
+        except OSError as e:
+            raise GrammarError(f"cannot read grammar file: {e.strerror or e}", path=str(path)) from None
+        return cls.from_string(text, kind=kind, path=str(path), start=start)
+
+    @classmethod
+    def from_string(cls, text: str, kind: str = "lark", path: str = "<string>",
+                    start: str | None = None) -> Grammar:
+        """Build and validate a grammar from text.
+
+        Args:
+            text: Lark grammar text (``kind="lark"``) or GBNF/EBNF text (``kind="ebnf"``).
+            kind: ``"lark"`` or ``"ebnf"``.
+            path: shown in error messages.
+            start: start rule; default ``"start"`` (Lark) or ``"root"`` (GBNF; a GBNF rule name may be
+                given and is mapped to its Lark name).
+
+        Raises:
+            GrammarError: unknown ``kind``, or a Lark error not covered below.
+            GrammarSyntaxError: syntax error (path:line:column).
+            UndefinedSymbolError: a rule or terminal (or the start rule) used but not defined.
+            GrammarConflictError: an LALR(1) shift/reduce or reduce/reduce conflict.
+            EmptyLanguageError: the start symbol derives no finite string.
+            UnsupportedGrammarError: zero-width terminal, or a terminal regexp interegular cannot compile.
+        """
+        if kind not in _KINDS:
+            raise GrammarError(f"unknown grammar kind {kind!r} (expected 'lark' or 'ebnf')", path=path)
+        rule_names: dict[str, str] = {}
+        positions: dict[str, tuple[int, int]] = {}
+        if kind == "ebnf":
+            lark_text, g = ebnf.convert(text, path)
+            if start is None:
+                start = ebnf.START
+            elif start in g.lark_names:
+                start = g.lark_names[start]
+            elif start not in g.lark_names.values():
+                raise UndefinedSymbolError(f"start rule {start!r} is not defined", symbol=start, path=path)
+            rule_names = {v: k for k, v in g.lark_names.items()}
+            positions = {g.lark_names[k]: v for k, v in g.positions.items()} | dict(g.positions)
+        else:
+            lark_text = text
+            start = start or "start"
+        grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
+        parser = grammar._validate(source_text=text, positions=positions)
+        grammar.__dict__["lark"] = parser  # cached_property slot: built once
+        return grammar
+
+    # --- use ---------------------------------------------------------------------------------
+
+    @cached_property
+    def lark(self) -> lark.Lark:
+        """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
+        return _build_lark(self.lark_text, self.start)
+
+    @property
+    def terminal_defs(self) -> list[TerminalDef]:
+        """Lark's terminal definitions (``t.name``, ``t.pattern.to_regexp()``, ``t.priority``)."""
+        return list(self.lark.terminals)
+
+    @property
+    def ignore_terminals(self) -> list[str]:
+        """Names of the ``%ignore``-d terminals."""
+        return list(self.lark.ignore_tokens)
+
+    def parses(self, text: str) -> bool:
+        """True iff Lark parses ``text`` (the definition of L(G)); only Lark's UnexpectedInput means False."""
+        try:
+            self.lark.parse(text)
+        except UnexpectedInput:
+            return False
+        return True
+
+    # --- validation --------------------------------------------------------------------------
+
+    def _user_name(self, lark_name: str) -> str:
+        lark_name = str(lark_name)
+        m = re.fullmatch(r"__(.+?)_(?:plus|star)_\d+", lark_name)
+        if m:
+            lark_name = m.group(1)
+        return self.rule_names.get(lark_name, lark_name)
+
+    def _err_pos(self, name: str, source_text: str, positions: dict[str, tuple[int, int]],
+                 definition: bool = True) -> dict:
+        if name in positions:
+            line, col = positions[name]
+            return {"path": self.path, "line": line, "column": col}
+        m = re.fullmatch(r"__IGNORE_(\d+)", name)
+        if m and self.kind == "lark":  # Lark's name for the n-th inline pattern of an %ignore line
+            found = [mm.start(1) for mm in re.finditer(r'^[ \t]*(%ignore\s+[/"])', source_text, re.M)]
+            if int(m.group(1)) < len(found):
+                line, col = _line_col(source_text, found[int(m.group(1))])
+                return {"path": self.path, "line": line, "column": col}
+        if self.kind == "lark":
+            pos = _find_definition(source_text, name) if definition else _find_use(source_text, name)
+            if pos is not None:
+                return {"path": self.path, "line": pos[0], "column": pos[1]}
+        return {"path": self.path}
+
+    def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> lark.Lark:
+        parser = self._construct(source_text, positions)
+        self._check_conflicts(parser, source_text, positions)
+        fsms = self._check_terminals(parser, source_text, positions)
+        self._check_nonempty(parser, fsms, source_text, positions)
+        return parser
+
+    def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> lark.Lark:
+        path = self.path
+        try:
+            return _build_lark(self.lark_text, self.start)
+        except UnexpectedInput as e:  # Lark's own grammar parser (the position is in the prefix already)
+            head = re.sub(r"\s*at line \d+,? column \d+\.?$", "", _first_line(str(e)))
+            raise GrammarSyntaxError(f"syntax error: {head}", path=path,
+                                     line=getattr(e, "line", None), column=getattr(e, "column", None)) from None
+        except LarkGrammarError as e:
+            msg = str(e)
+            m = re.search(r"at line (\d+),? column (\d+)", msg)
+            if m:
+                head = msg.split(" at line")[0].split(", at line")[0].strip()
+                raise GrammarSyntaxError(f"syntax error: {head}", path=path, line=int(m.group(1)),
+                                         column=int(m.group(2))) from None
+            m = (re.search(r"'([^']+)' used but not defined", msg)
+                 or re.search(r"undefined (?:rule|terminal): (?:NonTerminal|Terminal)\('([^']+)'\)", msg)
+                 or re.search(r"Terminal used but not defined: (\S+)", msg))
+            if m:
+                sym = self._user_name(m.group(1))
+                what = "terminal" if sym.isupper() or sym.lstrip("_").isupper() else "rule"
+                if sym == self.start and "undefined rule" in msg:
+                    raise UndefinedSymbolError(f"start rule {sym!r} is not defined", symbol=sym,
+                                               path=path) from None
+                raise UndefinedSymbolError(f"{what} {sym!r} is used but not defined", symbol=sym,
+                                           **self._err_pos(sym, source_text, positions, definition=False)) from None
+            m = re.search(r"Terminals \{(.*)\} were marked to ignore but were not defined", msg)
+            if m:
+                sym = m.group(1).split(",")[0].strip().strip("'\"")
+                raise UndefinedSymbolError(f"terminal {sym!r} is %ignore-d but not defined", symbol=sym,
+                                           **self._err_pos(sym, source_text, positions, definition=False)) from None
+            m = re.search(r"'([^']+)' defined more than once", msg)
+            if m:
+                sym = m.group(1)
+                pos = _find_definition(source_text, sym, nth=2) if self.kind == "lark" else None
+                raise GrammarSyntaxError(f"{sym!r} is defined more than once", path=path,
+                                         line=pos[0] if pos else None, column=pos[1] if pos else None) from None
+            if "Reduce/Reduce collision" in msg:
+                rules = _dedupe(self._user_name(n) for n in re.findall(r"<(\S+) :", msg))
+                # Lark lists the rules from a set: order them by definition for stable messages
+                rules.sort(key=lambda n: (self._err_pos(n, source_text, positions).get("line") or 1 << 30, n))
+                raise GrammarConflictError(
+                    f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}", rules=rules,
+                    **self._err_pos(rules[0], source_text, positions)) from None
+            raise self._other_lark_error(msg, source_text) from None
+        except LexError as e:
+            msg = str(e)
+            m = re.search(r"zero-width terminals\. \((\w+):", msg)
+            if m:
+                what = "the %ignore pattern" if m.group(1).startswith("__IGNORE_") else f"terminal {m.group(1)}"
+                raise UnsupportedGrammarError(
+                    f"{what} matches the empty string (zero-width terminals are not supported)",
+                    **self._err_pos(m.group(1), source_text, positions)) from None
+            m = re.search(r"Cannot compile token (\w+): (.*)", msg)
+            if m:  # Python's re refuses the pattern (syntax error, \p{..} classes, ...)
+                raise GrammarSyntaxError(f"terminal {m.group(1)} has an invalid regular expression {m.group(2)}",
+                                         **self._err_pos(m.group(1), source_text, positions)) from None
+            raise UnsupportedGrammarError(_first_line(msg), path=path) from None
+        except (LarkError, OSError) as e:
+            raise self._other_lark_error(str(e), source_text) from None
+
+    def _other_lark_error(self, msg: str, source_text: str) -> GrammarError:
+        """A typed error, with a position where one can be found, for a Lark error not handled above."""
+        msg = _first_line(msg)
+        pos = None
+        if self.kind == "lark":
+            m = re.search(r"No such file or directory: '([^']+)'", msg)
+            if m:  # %import of an unknown module
+                module = Path(m.group(1)).stem
+                msg = f"%import: module {module!r} not found (Lark's built-in modules: common, unicode, lark)"
+                pos = _find_directive(source_text, "%import", module)
+            elif "Empty terminals are not allowed" in msg:
+                pos = _find_regex(source_text, r'""i?')
+                msg = 'empty string literal "": terminals must match at least one character'
+            elif "null bytes" in msg:
+                pos = _find_regex(source_text, r"\x00")
+                msg = "a raw NUL character in the grammar text (write it as \\x00 in a literal)"
+        if pos is not None:
+            return GrammarSyntaxError(msg, path=self.path, line=pos[0], column=pos[1])
+        return GrammarError(msg, path=self.path)
+
+    def _check_conflicts(self, parser: lark.Lark, source_text: str,
+                         positions: dict[str, tuple[int, int]]) -> None:
+        conf = ParserConf(parser.rules, {}, [self.start])
+        a = LALR_Analyzer(conf)
+        a.compute_lr0_states()
+        a.compute_reads_relations()
+        a.compute_includes_lookback()
+        a.compute_lookaheads()
+        found: list[tuple[str, list[str], list[str]]] = []
+        for itemset in sorted(a.lr0_itemsets, key=lambda s: sorted(map(str, s.kernel))):
+            for la, rules in sorted(itemset.lookaheads.items(), key=lambda kv: kv[0].name):
+                if len(rules) > 1:  # reduce/reduce (Lark resolves by rule priority, else raises)
+                    prios = sorted((r.options.priority or 0 for r in rules), reverse=True)
+                    if prios[0] == prios[1]:
+                        found.append((la.name, [r.origin.name for r in rules], [str(r) for r in rules]))
+                    continue
+                if la in itemset.transitions:
+                    (reduce_rule,) = rules
+                    shifters = [rp.rule for rp in itemset.closure if not rp.is_satisfied and rp.next == la]
+                    names = [reduce_rule.origin.name] + [r.origin.name for r in shifters]
+                    strs = [f"reduce {reduce_rule}"] + [f"shift {r}" for r in shifters]
+                    found.append((la.name, names, strs))
+        if not found:
+            return
+        term, names, strs = found[0]
+        rules = _dedupe(self._user_name(n) for _, ns, _ in found for n in ns)
+        first = _dedupe(self._user_name(n) for n in names)
+        kind = "shift/reduce" if strs[0].startswith("reduce") and any(s.startswith("shift") for s in strs) \
+            else "reduce/reduce"
+        detail = "\n".join("  " + s for s in strs)
+        more = f"\n({len(found) - 1} more conflicts)" if len(found) > 1 else ""
+        raise GrammarConflictError(
+            f"grammar is not LALR(1): {kind} conflict on terminal {term} between rules "
+            f"{', '.join(first)}:\n{detail}{more}", rules=rules,
+            **self._err_pos(first[0], source_text, positions))
+
+    def _check_terminals(self, parser: lark.Lark, source_text: str,
+                         positions: dict[str, tuple[int, int]]) -> dict[str, object]:
+        fsms: dict[str, object] = {}
+        for t in parser.terminals:
+            regexp = t.pattern.to_regexp()
+            bad = _unsupported_regex_feature(regexp)
+            if bad:
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{regexp}/ uses {bad}, which a DFA cannot express exactly "
+                    "(lookarounds, back-references and anchors are not supported)",
+                    **self._err_pos(t.name, source_text, positions))
+            try:
+                fsms[t.name] = regex_fsm(regexp)
+            except AutomatonTooLarge:
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                    "(exponential or huge repetition); simplify the pattern or express it with rules",
+                    **self._err_pos(t.name, source_text, positions)) from None
+            except Exception as e:  # interegular raises several unrelated types (Unsupported, ...)
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{regexp}/ cannot be compiled to a DFA by interegular "
+                    f"({type(e).__name__}: {_first_line(str(e))}); lookarounds and back-references are "
+                    "not supported", **self._err_pos(t.name, source_text, positions)) from None
+        return fsms
+
+    def _check_nonempty(self, parser: lark.Lark, fsms: dict[str, object], source_text: str,
+                        positions: dict[str, tuple[int, int]]) -> None:
+        productive: set[str] = {name for name, f in fsms.items() if not f.empty()}  # type: ignore[attr-defined]
+        rules = list(parser.rules)
+        changed = True
+        while changed:
+            changed = False
+            for r in rules:
+                o = r.origin.name
+                if o not in productive and all(s.name in productive for s in r.expansion):
+                    productive.add(o)
+                    changed = True
+        if self.start not in productive:
+            user = self._user_name(self.start)
+            raise EmptyLanguageError(
+                f"the language is empty: start rule {user!r} derives no finite string",
+                **self._err_pos(self.start, source_text, positions))
+
+
+def _unsupported_regex_feature(regexp: str) -> str | None:
+    """Name the first lookaround / back-reference / anchor in ``regexp`` (None if it has none)."""
+    i, n, in_class = 0, len(regexp), False
+    while i < n:
+        c = regexp[i]
+        if c == "\\":
+            nxt = regexp[i + 1:i + 2]
+            if not in_class:
+                if nxt in "123456789" and nxt:
+                    return "a back-reference"
+                if nxt in ("b", "B", "A", "Z", "z", "G"):
+                    return f"the anchor \\{nxt}"
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if regexp[i + 1:i + 2] == "^":
+                i += 1
+            if regexp[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            for tag, what in (("(?=", "a lookahead"), ("(?!", "a negative lookahead"),
+                              ("(?<=", "a lookbehind"), ("(?<!", "a negative lookbehind"),
+                              ("(?P=", "a back-reference")):
+                if regexp.startswith(tag, i):
+                    return what
+        elif c in "^$":
+            return f"the anchor {c}"
+        i += 1
+    return None
+
+
+def _first_line(msg: str) -> str:
+    return msg.strip().splitlines()[0] if msg.strip() else msg
+
+
+def _dedupe(names) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        if n not in out:
+            out.append(n)
+    return out
+
+
+_LARK_SKIP = re.compile(r'//[^\n]*|"(?:\\.|[^"\\\n])*"i?|/(?!/)(?:\\.|[^/\\\n])+/[imslux]*')
+_LARK_NAME = re.compile(r"[_?!]*[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _lark_symbols(text: str):
+    """Yield (name, offset, at_line_start) for every identifier outside comments/strings/regexps."""
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _LARK_SKIP.match(text, pos)
+        if m:
+            pos = m.end()
+            continue
+        m = _LARK_NAME.match(text, pos)
+        if m and (pos == 0 or not (text[pos - 1].isalnum() or text[pos - 1] in "_%")):
+            line_start = text.rfind("\n", 0, pos) + 1
+            yield m.group(0).lstrip("?!"), pos, text[line_start:pos].strip() == ""
+            pos = m.end()
+            continue
+        pos += 1
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _find_definition(text: str, name: str, nth: int = 1) -> tuple[int, int] | None:
+    """(line, column) of the ``nth`` definition ``name:`` / ``name.prio:`` at the start of a line."""
+    k = 0
+    for sym, off, at_start in _lark_symbols(text):
+        if sym == name and at_start and re.match(r"[?!]*\w+(?:\.-?\d+)?\s*:", text[off:]):
+            k += 1
+            if k == nth:
+                return _line_col(text, off)
+    return None
+
+
+def _find_regex(text: str, pattern: str) -> tuple[int, int] | None:
+    """(line, column) of the first match of ``pattern`` outside comments."""
+    for m in re.finditer(pattern, text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if "//" not in text[line_start:m.start()]:
+            return _line_col(text, m.start())
+    return None
+
+
+def _find_directive(text: str, directive: str, arg: str) -> tuple[int, int] | None:
+    """(line, column) of the first ``directive`` line that mentions ``arg``."""
+    for m in re.finditer(rf"^[ \t]*({re.escape(directive)}\b[^\n]*)", text, re.M):
+        if arg in m.group(1):
+            return _line_col(text, m.start(1))
+    return None
+
+
+def _find_use(text: str, name: str) -> tuple[int, int] | None:
+    """(line, column) of the first use of ``name`` that is not its definition."""
+    for sym, off, at_start in _lark_symbols(text):
+        if sym == name and not (at_start and re.match(r"[?!]*\w+(?:\.-?\d+)?\s*:", text[off:])):
+            return _line_col(text, off)
+    return None
+
+
+def builtin_names() -> list[str]:
+    """Names of the grammars shipped with gad (``Grammar.builtin(name)``), sorted."""
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.lark"))

@@ -1,0 +1,127 @@
+"""Tests of the ``gad`` command line (in-process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gad.cli import main
+from gad.cli.sample import write_jsonl_atomic
+from gad.grammar import BUILTIN_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+JSON_GRAMMAR = str(BUILTIN_DIR / "json.lark")
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "error" in err and "Traceback" not in err
+    for n in needles:
+        assert n in err, err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["sample", "--prompt", "x"], "--grammar"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "-n", "0"], "-n"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--max-new-tokens", "abc"], "--max-new-tokens"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--method", "magic"], "--method"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--tree", "2"], "--tree"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--accept", "sometimes"], "--accept"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_bad_arguments_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    _one_line_error(capsys, needle)
+
+
+def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sample", "--grammar", str(tmp_path / "missing.lark"), "--prompt", "x"]) == 2
+    _one_line_error(capsys, "missing.lark")
+    assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--out", str(tmp_path / "no" / "o.jsonl")]) == 2
+    _one_line_error(capsys, "--out")
+    assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--top-p", "2"]) == 2
+    _one_line_error(capsys, "--top-p")
+    assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--model", str(tmp_path / "nomodel")]) == 2
+    _one_line_error(capsys, "nomodel")
+    bad = tmp_path / "bad.lark"
+    bad.write_text("start: (\n")
+    assert main(["sample", "--grammar", str(bad), "--prompt", "x"]) == 2
+    _one_line_error(capsys, "bad.lark")
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    write_jsonl_atomic(out, [{"a": 1}])
+    with pytest.raises(TypeError):
+        write_jsonl_atomic(out, [{"a": 2}, {"b": object()}])
+    assert out.read_text() == '{"a": 1}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["o.jsonl"]
+
+
+@pytest.mark.model
+def test_sample_prints_and_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s.jsonl"
+    rc = main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "Give a JSON list of two small numbers.",
+               "-n", "2", "--max-new-tokens", "16", "--seed", "1", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "sample 0" in printed and "sample 1" in printed and "logprob=" in printed
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2
+    for r in rows:
+        assert set(r) >= {"text", "token_ids", "logprob", "finished"}
+        assert isinstance(r["token_ids"], list) and isinstance(r["finished"], bool) and r["logprob"] <= 0
+        assert r["text"] in printed
+        if r["finished"]:
+            json.loads(r["text"])
+
+
+def test_eval_subcommand_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["eval", "--help"])
+    assert exc.value.code == 0
+    assert "--task" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec", ["self", "self:8", "self-greedy", "self-greedy:16", "forced", "ngram", "ngram:3",
+                                  "forced+ngram", "forced+ngram:2", "forced+self-greedy:8", "Forced + NGRAM",
+                                  "forced-token+ngram"])
+def test_speculative_accepts_make_drafter_names(spec: str) -> None:
+    from gad.speculative.drafters import check_drafter_spec
+
+    assert check_drafter_spec(spec) == spec.strip()
+
+
+def test_speculative_accepts_existing_path(tmp_path: Path) -> None:
+    from gad.speculative.drafters import check_drafter_spec
+
+    assert check_drafter_spec(str(tmp_path)) == str(tmp_path)
+    assert check_drafter_spec(f"forced+{tmp_path}") == f"forced+{tmp_path}"
+
+
+@pytest.mark.parametrize("spec,needle", [("ngram:x", "ngram:x"), ("ngram:0", "ngram:0"), ("self:", "self:"),
+                                         ("forced+", "empty drafter"), ("magic", "magic"),
+                                         ("forced+/no/such/model", "/no/such/model")])
+def test_bad_speculative_exit_2(spec: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--speculative", spec])
+    assert rc == 2
+    _one_line_error(capsys, "--speculative", needle)
+
+
+def test_asap_trie_file_is_created_then_grown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trie = tmp_path / "json.trie"
+    argv = ["sample", "--grammar", JSON_GRAMMAR, "--prompt", "Give a JSON list of two small numbers.",
+            "-n", "2", "--max-new-tokens", "8", "--method", "asap", "--trie", str(trie), "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().err
+    assert f"ASAp trie {trie}:" in first and "(new), saved" in first
+    n1 = int(first.split(f"ASAp trie {trie}: ")[1].split(" nodes")[0])
+    assert main([*argv, "--seed", "7"]) == 0
+    second = capsys.readouterr().err
+    n2 = int(second.split(f"ASAp trie {trie}: ")[1].split(" nodes")[0])
+    assert f"(was {n1})" in second and n2 >= n1 > 1

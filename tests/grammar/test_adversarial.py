@@ -1,0 +1,190 @@
+"""Adversarial grammars and API inputs: every bad input gets a typed gad.errors exception (naming
+file:line:column or the argument), never a hang, a deep stack trace or a silently wrong mask."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gad
+import gad.engine.compiler as compiler
+from gad import Grammar
+from gad.engine.vocab import Vocabulary
+from gad.errors import GrammarSyntaxError, InvalidArgumentError, UnsupportedGrammarError
+
+
+# --- automata that blow up: refused quickly instead of building for hours -----------------------
+@pytest.mark.parametrize("text", [
+    "start: A\nA: /(a|b)*a(a|b){20}/\n",          # 2^21 DFA states
+    "start: A | B\nA: /(a|b)*a(a|b){20}/\nB: /c+/\n",  # same, with a second terminal (Lark's own check hung)
+    "start: A\nA: /a{1000000}/\n",                 # a million states
+])
+def test_exponential_terminal_is_refused_fast(text: str) -> None:
+    t = time.perf_counter()
+    with pytest.raises(UnsupportedGrammarError) as ei:
+        Grammar.from_string(text, path="g.lark")
+    assert time.perf_counter() - t < 10
+    assert ei.value.path == "g.lark" and ei.value.line == 2 and ei.value.column == 1
+    assert "automaton states" in str(ei.value) and "terminal A" in str(ei.value)
+
+
+def test_gbnf_large_repetitions_load_fast_and_exactly() -> None:
+    t = time.perf_counter()
+    g = Grammar.from_string('root ::= "a"{500} "b"', kind="ebnf")
+    g2 = Grammar.from_string('root ::= "a"{2,300} "b"', kind="ebnf")
+    g3 = Grammar.from_string('root ::= "a"{40,} "b"', kind="ebnf")
+    assert time.perf_counter() - t < 15  # inline expansion took 40 s for {500}, minutes for {2,300}
+    for n in (0, 1, 2, 39, 40, 41, 300, 301, 499, 500, 501):
+        s = "a" * n + "b"
+        assert g.parses(s) == (n == 500), n
+        assert g2.parses(s) == (2 <= n <= 300), n
+        assert g3.parses(s) == (n >= 40), n
+
+
+def test_gbnf_too_wide_repetition_is_refused_with_position() -> None:
+    with pytest.raises(UnsupportedGrammarError) as ei:
+        Grammar.from_string('root ::= "x"\n  "a"{0,100000}', kind="ebnf", path="g.gbnf")
+    assert (ei.value.path, ei.value.line, ei.value.column) == ("g.gbnf", 2, 6)
+
+
+# --- Lark errors that had no position -----------------------------------------------------------
+@pytest.mark.parametrize("text,line,col,word", [
+    ('start: "a"\n%import nosuch.FOO\n', 2, 1, "nosuch"),
+    ('start: "a" ""\n', 1, 12, "empty"),
+    ('start: "a"\n%ignore ""\n', 2, 9, "empty"),
+    ('start: "x"\nstart2: "a\x00b"\n', 2, 11, "NUL"),
+    ('start: A\nA: /a(/\n', 2, 1, "invalid regular expression"),
+])
+def test_lark_errors_name_line_and_column(tmp_path: Path, text: str, line: int, col: int, word: str) -> None:
+    p = tmp_path / "g.lark"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(GrammarSyntaxError) as ei:
+        Grammar.from_file(p)
+    e = ei.value
+    assert (e.path, e.line, e.column) == (str(p), line, col), str(e)
+    assert word in str(e) and str(e).startswith(f"{p}:{line}:{col}: ")
+
+
+# --- matcher arguments ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small():
+    g = Grammar.from_string('start: "ab" "c"+\n%ignore " "')
+    v = Vocabulary.from_strings(["a", "b", "c", "ab", " ", "", "bc", None, "abc"], eos_ids=[7])
+    return gad.compile(g, v, cache_dir=False)
+
+
+@pytest.mark.parametrize("bad", [True, False, np.bool_(True), 1.0, 1.5, np.float64(0.0), "0", None, b"\x00"])
+def test_accept_token_refuses_non_integers(small, bad) -> None:
+    m = small.matcher()
+    with pytest.raises(InvalidArgumentError, match="token_id must be an integer"):
+        m.accept_token(bad)
+    assert m.tokens == [] and m.state == small.initial_state
+    with pytest.raises(InvalidArgumentError):
+        m.accept_tokens("30")  # a string is not a sequence of ids
+
+
+def test_accept_token_numpy_integers_and_rollback_arguments(small) -> None:
+    m = small.matcher()
+    assert m.accept_token(np.int64(3)) and m.accept_token(np.uint8(2)) and m.tokens == [3, 2]
+    for bad in (1.5, True, "1", None):
+        with pytest.raises(InvalidArgumentError):
+            m.rollback(bad)
+    assert m.tokens == [3, 2]
+    m.rollback(np.int32(1))
+    assert m.tokens == [3]
+    assert m.mask().tolist() == [False, False, True, False, True, False, False, False, False]
+
+
+@pytest.mark.parametrize("bad", ["c", 5, [99], [300], None])
+def test_accept_bytes_refuses_non_bytes(small, bad) -> None:
+    m = small.matcher()
+    assert m.accept_bytes(b"ab")
+    with pytest.raises(InvalidArgumentError, match="accept_bytes needs bytes"):
+        m.accept_bytes(bad)
+    assert m.tokens == [-1]
+    assert m.accept_bytes(bytearray(b"c")) and m.accept_bytes(memoryview(b" c")) and m.is_accepting()
+
+
+@pytest.mark.parametrize("tokens,eos", [
+    (["a", 5, None], [2]), (["a", None], [True]), (["a", None], [1.0]), (["a", None], "1"),
+])
+def test_vocabulary_refuses_bad_tokens_and_eos_ids(tokens, eos) -> None:
+    with pytest.raises(InvalidArgumentError):
+        Vocabulary.from_strings(tokens, eos_ids=eos)
+
+
+def test_vocabulary_direct_str_tokens_refused_and_numpy_eos_accepted() -> None:
+    with pytest.raises(InvalidArgumentError, match="token 0 is str"):
+        Vocabulary(("a", "b", None), (2,))
+    v = Vocabulary.from_strings(["a", None], eos_ids=[np.int64(1)])
+    assert v.eos_ids == (1,) and type(v.eos_ids[0]) is int
+
+
+# --- the on-disk compile cache --------------------------------------------------------------------
+def _brute_mask(g: Grammar, v: Vocabulary, alphabet: list[str], k: int) -> list[bool]:
+    """mask of the empty prefix by brute force over completions of up to k characters (Lark)."""
+    out = []
+    for i, t in enumerate(v.tokens):
+        if i in v.eos_ids:
+            out.append(g.parses(""))
+        elif not t:
+            out.append(False)
+        else:
+            s = t.decode()
+            out.append(any(g.parses(s + "".join(c)) for n in range(k + 1)
+                           for c in itertools.product(alphabet, repeat=n)))
+    return out
+
+
+@pytest.mark.parametrize("content", ["other-grammar", "dict", "list", "garbage", "truncated"])
+def test_corrupt_compile_cache_is_rebuilt(tmp_path: Path, content: str) -> None:
+    g = Grammar.from_string('start: "ab" "c"+\n%ignore " "')
+    v = Vocabulary.from_strings(["a", "b", "ab", "ab", "", "c", " c", "bc"])
+    want = _brute_mask(g, v, ["a", "b", "c", " "], 3)
+    compiler._MEMO.clear()
+    gad.compile(g, v, cache_dir=tmp_path)
+    (f,) = (tmp_path / "compiled").glob("*.pkl")
+    if content == "other-grammar":  # a valid cache file of another grammar under this key
+        other = tmp_path / "other"
+        compiler._MEMO.clear()
+        gad.compile(Grammar.from_string('start: "b"+'), v, cache_dir=other)
+        shutil.copy(next((other / "compiled").glob("*.pkl")), f)
+    elif content == "dict":
+        f.write_bytes(pickle.dumps({"vocab_size": 3}))
+    elif content == "list":
+        f.write_bytes(pickle.dumps([1, 2]))
+    elif content == "garbage":
+        f.write_bytes(b"garbage")
+    else:
+        f.write_bytes(f.read_bytes()[:100])
+    compiler._MEMO.clear()
+    cg = gad.compile(g, v, cache_dir=tmp_path)
+    assert cg.matcher().mask().tolist() == want
+    compiler._MEMO.clear()  # the rebuilt entry was written back and is valid
+    assert gad.compile(g, v, cache_dir=tmp_path).matcher().mask().tolist() == want
+
+
+@pytest.mark.parametrize("text,line", [
+    ('start: "a"\n%ignore /x*/\n', 2),
+    ('start: "a"\n%ignore " "\n%ignore /y?/\n', 3),  # the second inline %ignore pattern
+])
+def test_zero_width_ignore_pattern_names_its_line(tmp_path: Path, text: str, line: int) -> None:
+    from gad.errors import UnsupportedGrammarError
+
+    p = tmp_path / "g.lark"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(UnsupportedGrammarError, match="%ignore pattern matches the empty string") as ei:
+        Grammar.from_file(p)
+    assert (ei.value.line, ei.value.column) == (line, 1) and "__IGNORE" not in str(ei.value)
+
+
+def test_syntax_error_states_its_position_once() -> None:
+    with pytest.raises(GrammarSyntaxError) as ei:
+        Grammar.from_string('start: ("a"\n')
+    assert str(ei.value).startswith("<string>:1:12: syntax error") and "at line" not in str(ei.value)
