@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from gad.engine.compiler import CompiledGrammar
 from gad.engine.compiler import compile as compile_grammar
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
 from gad.grammar import Grammar
 from gad.models.base import LanguageModel
@@ -29,9 +29,9 @@ from gad.speculative.decode import speculative_sample
 from gad.types import Sample
 
 
-def resolve_compiled(lm: LanguageModel, grammar: Grammar | CompiledGrammar | str | os.PathLike[str],
-                     cache_dir: str | os.PathLike[str] | None = None) -> CompiledGrammar:
-    """The :class:`gad.engine.compiler.CompiledGrammar` for ``grammar`` over ``lm``'s vocabulary.
+def resolve_compiled(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.PathLike[str],
+                     cache_dir: str | os.PathLike[str] | None = None) -> TokenConstraint:
+    """The compiled grammar (a :class:`gad.engine.protocols.TokenConstraint`) for ``grammar`` over ``lm``'s vocabulary.
 
     Args:
         grammar: a ``gad.Grammar``, a grammar file path or shipped grammar name, or a compiled grammar.
@@ -39,11 +39,11 @@ def resolve_compiled(lm: LanguageModel, grammar: Grammar | CompiledGrammar | str
         InvalidArgumentError: the compiled grammar's vocabulary size differs from the model's.
         gad.errors.GrammarError: the grammar file cannot be loaded or compiled.
     """
-    if isinstance(grammar, CompiledGrammar):
+    if isinstance(grammar, TokenConstraint):
         compiled = grammar
     else:
         if isinstance(grammar, (str, os.PathLike)):
-            grammar = Grammar.from_name_or_file(grammar)
+            grammar = Grammar.from_name_or_file(os.fspath(grammar))
         if not isinstance(grammar, Grammar):
             raise InvalidArgumentError(f"grammar must be a gad.Grammar, a compiled grammar, a file or a "
                                        f"shipped grammar's name; got {type(grammar).__name__}")
@@ -61,11 +61,11 @@ def _positive(name: str, value: object, none_ok: bool = False) -> None:
         raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
 
 
-def sample(lm: LanguageModel, grammar: Grammar | CompiledGrammar | str | os.PathLike[str],
+def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.PathLike[str],
            prompt: str | Sequence[int], n: int = 1, method: str | PhiEstimator = "gcd", seed: int = 0,
            max_new_tokens: int = 256, *, trie: Any = None, batch_size: int | None = None, chat: bool = True,
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-           compiled: CompiledGrammar | None = None, cache_dir: str | os.PathLike[str] | None = None,
+           compiled: TokenConstraint | None = None, cache_dir: str | os.PathLike[str] | None = None,
            progress: Any = False, speculative: Speculation | Any = None, draft_k: int = 4, tree: Any = None,
            accept: str = "lossless", log: bool = False, domain: str | None = None) -> list[Sample]:
     """Draw ``n`` grammatical samples from ``lm`` under ``grammar``.

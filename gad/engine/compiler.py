@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lark
 import numpy as np
@@ -188,7 +188,7 @@ class CompiledGrammar:
         mat = np.zeros((len(toks), max(width, 1)), dtype=np.uint8)
         for i, t in enumerate(toks):
             if lens[i]:
-                mat[i, : lens[i]] = np.frombuffer(t, dtype=np.uint8)
+                mat[i, : lens[i]] = np.frombuffer(cast(bytes, t), dtype=np.uint8)
         self._bytes = mat
         self._lens = lens
         self._content = np.nonzero(lens > 0)[0].astype(np.int32)
@@ -464,10 +464,10 @@ class CompiledGrammar:
         if not node.groups and not node.groups0:
             return
         dfa = self.ctx(cid)
-        for w, tok in node.groups0.items():
-            nstack = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
-            if nstack is not None:
-                sub = self.mask_for(nstack, START)
+        for w, tok in (node.groups0 or {}).items():
+            nstack0 = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+            if nstack0 is not None:
+                sub = self.mask_for(nstack0, START)
                 if tok.size > self._dense_min:
                     mem = node.dense0.get(w)
                     if mem is None:
@@ -612,7 +612,7 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
                       cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
     path: Path | None = None
     if cache_dir is not False:
-        base = Path(cache_dir) if cache_dir else default_cache_dir()
+        base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
         key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
                              ).hexdigest()[:32]
         path = base / "compiled" / f"{key}.pkl"
@@ -633,7 +633,7 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
                 pass
     cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
     if path is not None:
-        cg._cache_key = key
+        cg.__dict__["_cache_key"] = key
         save_compiled(cg, path)
     return cg
 

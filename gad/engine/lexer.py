@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import interegular
 import numpy as np
@@ -61,7 +62,7 @@ class TerminalAutomaton:
     fsm: interegular.FSM
     live: frozenset[int]
     nonascii: frozenset[str]
-    _memo: dict[tuple[int, str], int] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -85,8 +86,8 @@ class TerminalAutomaton:
         for s, trans in fsm.map.items():
             for t in trans.values():
                 rev.setdefault(t, set()).add(s)
-        live = set(fsm.finals)
-        todo = list(live)
+        live: set[Any] = set(fsm.finals)
+        todo: list[Any] = list(live)
         while todo:
             s = todo.pop()
             for p in rev.get(s, ()):
@@ -107,11 +108,11 @@ class TerminalAutomaton:
 
     def step(self, state: int, ch: str | object) -> int:
         """Next live state after character ``ch`` (or ``anything_else``), -1 if dead."""
-        key = (state, ch)  # type: ignore[assignment]
+        key = (state, ch)
         r = self._memo.get(key)
         if r is None:
             sym = self.fsm.alphabet[ch]
-            nxt = self.fsm.map.get(state, {}).get(sym)
+            nxt = self.fsm.map.get(cast(Any, state), {}).get(sym)
             r = nxt if nxt is not None and nxt in self.live else -1
             self._memo[key] = r
         return r
@@ -324,7 +325,7 @@ def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]]]:
             m = re.match(retok.pattern.to_regexp(), s, lexer.g_regex_flags)
             if m and m.group(0) == s:
                 unless_names.setdefault(retok.name, []).append(strtok.name)
-                if strtok.pattern.flags <= retok.pattern.flags:
+                if set(strtok.pattern.flags) <= set(retok.pattern.flags):
                     embedded.add(strtok.name)
     kept = [t for t in terminals if t.name not in embedded]
     # embedded strings are still reachable as unless-targets: keep them after the others so

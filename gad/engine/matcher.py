@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
+from typing import SupportsIndex, cast
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def _as_index(value: object, name: str) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise InvalidArgumentError(f"{name} must be an integer, got a bool ({value!r})")
     try:
-        return operator.index(value)
+        return operator.index(cast(SupportsIndex, value))
     except TypeError:
         raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
 

@@ -69,7 +69,8 @@ def collect(lm: Any, domains: Sequence[str], prompts_per_domain: int, *, drafter
     idx = 0
     for d in domains:
         prompts = load_prompts(d)[:prompts_per_domain]
-        tot = dict(samples=0, finished=0, tokens=0, target_passes=0, drafted=0, accepted=0, seconds=0.0)
+        tot: dict[str, Any] = dict(samples=0, finished=0, tokens=0, target_passes=0, drafted=0, accepted=0,
+                                   seconds=0.0)
         for p in prompts:
             gname = p.get("grammar") or TEXT_GRAMMAR
             if gname not in cache:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from gad.api import sample
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError, ResultsFileError
 from gad.eval import metrics
 from gad.eval.tasks import Task, get_task
@@ -82,7 +83,7 @@ def register_method(name: str, fn: MethodFn) -> None:
 
 
 def _gad_method(name: str) -> MethodFn:
-    def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
+    def fn(lm: Any, compiled: TokenConstraint, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
            batch_size: int | None, trie: Any, progress: Any) -> list[Sample]:
         return sample(lm, compiled, list(prompt_ids), n=n, method=name, seed=seed,
                       max_new_tokens=max_new_tokens, trie=trie if get_method(name).uses_trie else None,
@@ -106,7 +107,7 @@ def _spec_method(phi: str) -> MethodFn:
     are unique over the run).  ``batch_size`` is ignored (one sample at a time).
     """
 
-    def fn(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
+    def fn(lm: Any, compiled: TokenConstraint, prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int,
            batch_size: int | None, trie: Any, progress: Any, speculative: dict[str, Any] | None = None,
            ) -> list[Sample]:
         opts = {**SPEC_DEFAULTS, **(speculative or {})}
@@ -262,12 +263,11 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         tinfo: dict[str, Any] = {"kind": task.kind, "checker": task.checker, "methods": {}}
         q_star: dict[str, float] | None = None
         if task.kind == "exact":
-
             enum = enumerate_language(lm, compiled, prompt_ids, max_len=task.exact_max_len,
                                       node_budget=exact_node_budget)
             q_star = {}
-            for s, q in enum.q_strings().items():
-                key = s.decode("utf-8", errors="replace")
+            for raw, q in enum.q_strings().items():
+                key = raw.decode("utf-8", errors="replace")
                 q_star[key] = q_star.get(key, 0.0) + q
             tinfo.update({"Z": enum.Z, "exact_max_len": task.exact_max_len, "support": len(q_star)})
         per_method: dict[str, list[Sample]] = {}

@@ -17,6 +17,7 @@ data is missing fails with one line naming the variable or the file.  :func:`reg
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -203,12 +204,12 @@ def _sql(db_id: str) -> Task:
 
 
 for _stem in BINARY:
-    register_task(f"binary/{_stem}", lambda s=_stem: _binary(s))
+    register_task(f"binary/{_stem}", functools.partial(_binary, _stem))
 for _stem in ("bikes_small", "firstname_small", "initials_small", "lastname_small", "dr-name",
               "name-combine_short", "phone_short"):
-    register_task(f"slia/{_stem}", lambda s=_stem: _sygus("SLIA", s))
+    register_task(f"slia/{_stem}", functools.partial(_sygus, "SLIA", _stem))
 for _stem in ("find_inv_bvsge_bvadd_4bit", "find_inv_bvsge_bvand_4bit", "find_inv_bvsge_bvneg_4bit"):
-    register_task(f"bv4/{_stem}", lambda s=_stem: _sygus("bv4", s))
+    register_task(f"bv4/{_stem}", functools.partial(_sygus, "bv4", _stem))
 register_task("dyck3", lambda: Task(
     name="dyck3", kind="exact", regex=DYCK3, max_new_tokens=16, exact_max_len=6,
     prompt="Write a short string of balanced parentheses, nested at most 3 deep."))

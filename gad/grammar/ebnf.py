@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from gad.errors import GrammarSyntaxError, UndefinedSymbolError, UnsupportedGrammarError
 
@@ -374,7 +375,7 @@ class _Parser:
             elif t.kind == "?":
                 e = Repeat(e, 0, 1)
             elif t.kind == "REPEAT":
-                lo, hi = t.value  # type: ignore[misc]
+                lo, hi = cast("tuple[int, int | None]", t.value)
                 e = Repeat(e, lo, hi)
             else:
                 return e

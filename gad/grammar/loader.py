@@ -20,6 +20,7 @@ Lark stack trace:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import lark
 import lark.lexer as lark_lexer
+from lark import Lark
 from lark.common import ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
@@ -55,7 +57,7 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 _LARK_LOCK = threading.Lock()
 
 
-def _build_lark(text: str, start: str) -> lark.Lark:
+def _build_lark(text: str, start: str) -> Lark:
     # Lark's own terminal-collision check (only log warnings when strict=False) builds every
     # terminal's automaton with interegular without any bound: two terminals such as
     # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
@@ -111,7 +113,7 @@ class Grammar:
         return cls.from_file(BUILTIN_DIR / f"{name}.lark")
 
     @classmethod
-    def from_name_or_file(cls, spec: str | Path) -> Grammar:
+    def from_name_or_file(cls, spec: str | os.PathLike[str]) -> Grammar:
         """``spec`` as a file path when it names one (or ends in .lark/.ebnf/.gbnf), else a shipped name.
 
         Raises:
@@ -193,7 +195,7 @@ class Grammar:
     # --- use ---------------------------------------------------------------------------------
 
     @cached_property
-    def lark(self) -> lark.Lark:
+    def lark(self) -> Lark:
         """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
         return _build_lark(self.lark_text, self.start)
 
@@ -241,14 +243,14 @@ class Grammar:
                 return {"path": self.path, "line": pos[0], "column": pos[1]}
         return {"path": self.path}
 
-    def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> lark.Lark:
+    def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
         parser = self._construct(source_text, positions)
         self._check_conflicts(parser, source_text, positions)
         fsms = self._check_terminals(parser, source_text, positions)
         self._check_nonempty(parser, fsms, source_text, positions)
         return parser
 
-    def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> lark.Lark:
+    def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
         path = self.path
         try:
             return _build_lark(self.lark_text, self.start)
@@ -329,7 +331,7 @@ class Grammar:
             return GrammarSyntaxError(msg, path=self.path, line=pos[0], column=pos[1])
         return GrammarError(msg, path=self.path)
 
-    def _check_conflicts(self, parser: lark.Lark, source_text: str,
+    def _check_conflicts(self, parser: Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> None:
         conf = ParserConf(parser.rules, {}, [self.start])
         a = LALR_Analyzer(conf)
@@ -354,7 +356,7 @@ class Grammar:
         if not found:
             return
         term, names, strs = found[0]
-        rules = _dedupe(self._user_name(n) for _, ns, _ in found for n in ns)
+        involved = _dedupe(self._user_name(n) for _, ns, _ in found for n in ns)
         first = _dedupe(self._user_name(n) for n in names)
         kind = "shift/reduce" if strs[0].startswith("reduce") and any(s.startswith("shift") for s in strs) \
             else "reduce/reduce"
@@ -362,10 +364,10 @@ class Grammar:
         more = f"\n({len(found) - 1} more conflicts)" if len(found) > 1 else ""
         raise GrammarConflictError(
             f"grammar is not LALR(1): {kind} conflict on terminal {term} between rules "
-            f"{', '.join(first)}:\n{detail}{more}", rules=rules,
+            f"{', '.join(first)}:\n{detail}{more}", rules=involved,
             **self._err_pos(first[0], source_text, positions))
 
-    def _check_terminals(self, parser: lark.Lark, source_text: str,
+    def _check_terminals(self, parser: Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> dict[str, object]:
         fsms: dict[str, object] = {}
         for t in parser.terminals:
@@ -390,7 +392,7 @@ class Grammar:
                     "not supported", **self._err_pos(t.name, source_text, positions)) from None
         return fsms
 
-    def _check_nonempty(self, parser: lark.Lark, fsms: dict[str, object], source_text: str,
+    def _check_nonempty(self, parser: Lark, fsms: dict[str, object], source_text: str,
                         positions: dict[str, tuple[int, int]]) -> None:
         productive: set[str] = {name for name, f in fsms.items() if not f.empty()}  # type: ignore[attr-defined]
         rules = list(parser.rules)

@@ -9,7 +9,7 @@ temperature 1 — no top-k/top-p — as ``numpy.float64`` arrays of shape ``(bat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -23,8 +23,7 @@ class DecodeSession(Protocol):
     """Incremental decoding state (a KV cache for real models) over ``batch`` rows of one prompt.
 
     All rows start from the same prompt.  ``append`` feeds one token per row; ``extend`` and
-    ``rollback`` exist for batch size 1 (speculative decoding).  A session may also offer
-    ``keep_rows(rows)`` (drop finished rows; see :func:`check_keep_rows`): the sampler uses it when present.
+    ``rollback`` exist for batch size 1 (speculative decoding); ``keep_rows`` drops finished rows.
     """
 
     batch: int
@@ -47,6 +46,10 @@ class DecodeSession(Protocol):
 
     def rollback(self, n: int) -> None:
         """Batch 1: forget the last ``n`` fed tokens (KV cache cropped)."""
+        ...
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows`` (indices into the current batch, in that order; see :func:`check_keep_rows`)."""
         ...
 
     @property
@@ -195,7 +198,7 @@ class ToyLM:
         return cls(vocab, lambda ctx: np.ones(vocab.size), name="toy-uniform")
 
     @classmethod
-    def from_table(cls, vocab: Vocabulary, table: dict[tuple[int, ...], Sequence[float]],
+    def from_table(cls, vocab: Vocabulary, table: Mapping[tuple[int, ...], Sequence[float]],
                    default: Sequence[float] | None = None, name: str = "toy-table") -> ToyLM:
         """Next-token probabilities looked up by context; contexts missing from ``table`` use ``default``."""
         dflt = np.ones(vocab.size) if default is None else np.asarray(default, dtype=float)

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -69,7 +69,7 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         except Exception as exc:  # noqa: BLE001 - any conversion failure becomes a typed error
             raise ModelLoadError(f"cannot convert GGUF file {gguf}: {exc}") from exc
         # The weights are dequantized on load; drop the GGUF quantizer so that save_pretrained works.
-        model.hf_quantizer = None
+        setattr(model, "hf_quantizer", None)  # noqa: B010 - typed as a module attribute by torch
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(str(tmp))
@@ -170,7 +170,7 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
         n_params = sum(p.numel() for p in model.parameters())
         tdtype = _torch_dtype(None, dev, n_params)
     try:
-        model = model.to(device=dev, dtype=tdtype)
+        model = cast(Any, model).to(device=dev, dtype=tdtype)
     except (RuntimeError, AssertionError) as exc:
         raise InvalidArgumentError(f"cannot move the model to device {str(dev)!r}: {exc}") from exc
     model.eval()
@@ -395,11 +395,13 @@ class HFSession:
                 lm.prompt_store.put(self.prompt, kvcache.prefix_of(cache), lp)
                 stored = lm.prompt_store.get(self.prompt)
         else:
+            assert stored is not None
             lp = stored[1]
         if stored is not None and batch > 1 and lm.shared_prefix:
             # the rows share the prompt's keys/values (kvcache.SharedPrefixLayer): stored once, read once
             cache = kvcache.new_cache(config, prefix=stored[0])
         elif not fresh:
+            assert stored is not None
             cache = kvcache.new_cache(config)
             for layer, (k, v) in zip(cache.layers, stored[0], strict=True):
                 layer.update(k.repeat_interleave(batch, dim=0) if batch > 1 else k,

@@ -28,7 +28,7 @@ import contextvars
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
@@ -50,15 +50,16 @@ class GrowingKVLayer(DynamicLayer):
     _vbuf: torch.Tensor | None = None
 
     def _owns(self, need: int, batch: int) -> bool:
-        kb = self._kbuf
+        kb, keys = self._kbuf, cast(torch.Tensor, self.keys)
         return (kb is not None and kb.shape[0] == batch and kb.shape[-2] >= need
-                and self.keys.dim() == 4 and self.keys.data_ptr() == kb.data_ptr())
+                and keys.dim() == 4 and keys.data_ptr() == kb.data_ptr())
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        old = self.keys.shape[-2] if self.keys.dim() == 4 else 0
+        keys, values = cast(torch.Tensor, self.keys), cast(torch.Tensor, self.values)
+        old = keys.shape[-2] if keys.dim() == 4 else 0
         new = old + key_states.shape[-2]
         if not self._owns(new, key_states.shape[0]):
             cap = self._kbuf.shape[-2] if self._kbuf is not None else 0
@@ -66,8 +67,8 @@ class GrowingKVLayer(DynamicLayer):
             kb = key_states.new_empty((*key_states.shape[:2], cap, key_states.shape[-1]))
             vb = value_states.new_empty((*value_states.shape[:2], cap, value_states.shape[-1]))
             if old:
-                kb[..., :old, :] = self.keys
-                vb[..., :old, :] = self.values
+                kb[..., :old, :] = keys
+                vb[..., :old, :] = values
             self._kbuf, self._vbuf = kb, vb
         assert self._kbuf is not None and self._vbuf is not None
         self._kbuf[..., old:new, :] = key_states
@@ -122,10 +123,10 @@ class SharedPrefixLayer(GrowingKVLayer):
         self.prefix_values = prefix_values
 
     def _has_suffix(self) -> bool:
-        return bool(self.is_initialized and self.keys.dim() == 4)
+        return bool(self.is_initialized and cast(torch.Tensor, self.keys).dim() == 4)
 
     def _suffix_len(self) -> int:
-        return int(self.keys.shape[-2]) if self._has_suffix() else 0
+        return int(cast(torch.Tensor, self.keys).shape[-2]) if self._has_suffix() else 0
 
     def get_seq_length(self) -> int:
         return int(self.prefix_keys.shape[-2]) + self._suffix_len()
@@ -210,7 +211,7 @@ def can_share_prefix(config: Any) -> bool:
 def supports_shared_prefix(cache: Any) -> bool:
     """True when every layer of ``cache`` is a plain full-attention layer (no sliding window, no
     recurrent state), so that it can be rebuilt with :class:`SharedPrefixLayer`."""
-    layers = getattr(cache, "layers", None)
+    layers = getattr(cache, "layers", None) or []
     return bool(layers) and all(isinstance(layer, GrowingKVLayer) and not isinstance(layer, SharedPrefixLayer)
                                 and not getattr(layer, "is_sliding", False) for layer in layers)
 
@@ -236,8 +237,8 @@ def _original(module: Any) -> Callable[..., Any]:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     if getattr(getattr(module, "config", None), "_attn_implementation", None) == ATTN_NAME_EAGER:
-        return sys.modules[type(module).__module__].eager_attention_forward  # type: ignore[no-any-return]
-    return ALL_ATTENTION_FUNCTIONS["sdpa"]  # type: ignore[no-any-return]
+        return sys.modules[type(module).__module__].eager_attention_forward
+    return ALL_ATTENTION_FUNCTIONS["sdpa"]
 
 
 def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -275,7 +276,7 @@ def shared_prefix_attention(module: Any, query: torch.Tensor, key: torch.Tensor,
             b = key.shape[0]
             key = torch.cat([layer.prefix_keys.expand(b, -1, -1, -1), key], dim=-2)
             value = torch.cat([layer.prefix_values.expand(b, -1, -1, -1), value], dim=-2)
-        return _original(module)(module, query, key, value, attention_mask, scaling=scaling,  # type: ignore[no-any-return]
+        return _original(module)(module, query, key, value, attention_mask, scaling=scaling,
                                  dropout=dropout, **kwargs)
     kp, vp = layer.prefix_keys, layer.prefix_values
     b, heads, q, dim = query.shape

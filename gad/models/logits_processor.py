@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
 
 
@@ -33,7 +34,7 @@ class GrammarLogitsProcessor:
     produce EOS ids.
     """
 
-    def __init__(self, compiled: Any, prompt_length: int | None = None, max_cached: int = 4096) -> None:
+    def __init__(self, compiled: TokenConstraint, prompt_length: int | None = None, max_cached: int = 4096) -> None:
         if not hasattr(compiled, "matcher"):
             raise InvalidArgumentError("compiled must be a compiled grammar (gad.compile(...)), "
                                        f"got {type(compiled).__name__}")

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import TokenConstraint
 from gad.errors import EnumerationBudgetError, InvalidArgumentError
+from gad.models.base import LanguageModel
 from gad.phi.base import PhiEstimator
 
 
@@ -77,7 +79,7 @@ class Enumeration:
         return self.phi[key]
 
 
-def enumerate_language(lm: Any, compiled: Any, prompt_ids: Sequence[int] = (), *, max_len: int,
+def enumerate_language(lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int] = (), *, max_len: int,
                        node_budget: int = 200_000, batch_size: int = 256) -> Enumeration:
     """Enumerate every grammatical token sequence of at most ``max_len`` tokens (see module doc).
 
@@ -173,7 +175,7 @@ class ExactPhi(PhiEstimator):
         self.eos = tuple(int(e) for e in eos_ids)
 
     @classmethod
-    def from_model(cls, lm: Any, compiled: Any, prompt_ids: Sequence[int] = (), *, max_len: int = 24,
+    def from_model(cls, lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int] = (), *, max_len: int = 24,
                    node_budget: int = 200_000, batch_size: int = 256) -> ExactPhi:
         """Enumerate (see :func:`enumerate_language`, which documents the errors) and wrap."""
         e = enumerate_language(lm, compiled, prompt_ids, max_len=max_len, node_budget=node_budget,

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
+from gad.models.base import LanguageModel
 from gad.phi.base import PhiEstimator
 
 
@@ -34,7 +36,7 @@ class OneStepPhi(PhiEstimator):
 
     name = "onestep"
 
-    def __init__(self, lm: Any, compiled: Any, prompt_ids: Sequence[int] = (), *, top: int = 32,
+    def __init__(self, lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int] = (), *, top: int = 32,
                  eos_ids: Sequence[int] | None = None, cache: int = 1024) -> None:
         if top < 1:
             raise InvalidArgumentError(f"onestep_top must be >= 1, got {top}")

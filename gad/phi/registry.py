@@ -16,8 +16,9 @@ from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
-from gad.engine.compiler import CompiledGrammar
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
+from gad.models.base import LanguageModel
 from gad.phi.asap import AsapPhi
 from gad.phi.base import IndicatorPhi, PhiEstimator
 from gad.phi.exact import ExactPhi
@@ -45,13 +46,13 @@ def parse_estimator(name: str) -> EstimatorName:
 GcdPhi = IndicatorPhi  # the estimator of method gcd (Φ̂ = mask)
 
 
-def grammar_hash(compiled: CompiledGrammar) -> str:
+def grammar_hash(compiled: TokenConstraint) -> str:
     """The grammar's identity: :attr:`gad.grammar.Grammar.sha256` of the compiled grammar's source
     (the same hash keys the compile cache)."""
     return compiled.grammar_sha256
 
 
-def estimator_identity(lm: Any, compiled: Any, prompt_ids: Sequence[int],
+def estimator_identity(lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int],
                        settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a saved Φ trie is conditioned on: model id, grammar hash, prompt hash, decoding settings.
 
@@ -70,7 +71,7 @@ def estimator_identity(lm: Any, compiled: Any, prompt_ids: Sequence[int],
     }
 
 
-def make_estimator(method: str, lm: Any, compiled: CompiledGrammar, prompt_ids: Sequence[int], *,
+def make_estimator(method: str, lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int], *,
                    trie: Any = None, settings: dict[str, Any] | None = None) -> PhiEstimator:
     """Build the Φ estimator ``method`` for one (model, grammar, prompt).
 

@@ -188,9 +188,9 @@ class PhiTrie:
             a.frombytes(np.ascontiguousarray(cols[name], dtype=np.int64).tobytes())
             setattr(t, name, a)
         for name in ("p", "phi", "mass", "eos", "vsum", "ssum"):
-            a = array("d")
-            a.frombytes(np.ascontiguousarray(cols[name], dtype=np.float64).tobytes())
-            setattr(t, name, a)
+            f = array("d")
+            f.frombytes(np.ascontiguousarray(cols[name], dtype=np.float64).tobytes())
+            setattr(t, name, f)
         token = np.asarray(cols["token"], dtype=np.int64)
         first = np.full(n, -1, dtype=np.int64)
         nxt = np.full(n, -1, dtype=np.int64)

@@ -70,7 +70,7 @@ def save_trie(trie: PhiTrie, path: str | os.PathLike[str]) -> None:
     h = hashlib.sha256(hb)
     if sys.byteorder != "little":  # pragma: no cover - big-endian hosts
         cols = trie.columns()
-        bufs = [memoryview(cols[name].astype(dt)).cast("B") for name, dt in _COLUMNS]
+        bufs = [memoryview(cols[name].astype(dt).tobytes()).cast("B") for name, dt in _COLUMNS]
     else:  # zero-copy views of the trie's columns, released before returning
         bufs = [memoryview(getattr(trie, name)).cast("B") for name, _ in _COLUMNS]
     try:

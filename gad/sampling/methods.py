@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gad.engine.compiler import CompiledGrammar
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
 from gad.models.base import LanguageModel
 from gad.phi.registry import ALIASES, ESTIMATORS, make_estimator
@@ -78,7 +78,7 @@ def get_method(name: str) -> Method:
 
 
 def _phi_runner(estimator: str) -> Runner:
-    def run(lm: LanguageModel, compiled: CompiledGrammar, prompt_ids: Sequence[int], *, n: int, seed: int,
+    def run(lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int], *, n: int, seed: int,
             max_new_tokens: int, batch_size: int, trie: Any = None, settings: dict[str, Any] | None = None,
             progress: Any = None) -> list[Sample]:
         s = dict(settings or {})

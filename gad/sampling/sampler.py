@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gad.engine.compiler import CompiledGrammar
+from gad.engine.protocols import TokenConstraint
 from gad.errors import TokenRejectedError
 from gad.models.base import LanguageModel
 from gad.phi.base import PhiEstimator
@@ -34,7 +34,7 @@ from gad.sampling.rng import sample_rng
 from gad.types import Sample
 
 
-def sample_rows(lm: LanguageModel, compiled: CompiledGrammar, estimator: PhiEstimator,
+def sample_rows(lm: LanguageModel, compiled: TokenConstraint, estimator: PhiEstimator,
                 prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int, batch_size: int,
                 temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                 progress: Any = None) -> list[Sample]:
@@ -75,7 +75,7 @@ def _progress(progress: Any, n: int) -> tuple[Any, bool]:
     return None, False
 
 
-def _sample_batch(lm: LanguageModel, compiled: CompiledGrammar, est: PhiEstimator, prompt_ids: list[int],
+def _sample_batch(lm: LanguageModel, compiled: TokenConstraint, est: PhiEstimator, prompt_ids: list[int],
                   rows: list[int], seed: int, max_new_tokens: int, temperature: float,
                   top_k: int | None, top_p: float | None, bar: Any) -> list[Sample]:
     """Decode one batch of rows to the end (EOS or budget)."""
@@ -96,7 +96,6 @@ def _sample_batch(lm: LanguageModel, compiled: CompiledGrammar, est: PhiEstimato
     dead = [False] * b
     n_tokens = 0
     live = list(range(b))  # batch row held by each session row, in session order
-    can_drop = callable(getattr(session, "keep_rows", None))
     for _step in range(max_new_tokens):
         active = [r for r in live if not done[r]]
         if not active:
@@ -134,7 +133,7 @@ def _sample_batch(lm: LanguageModel, compiled: CompiledGrammar, est: PhiEstimato
             bar.update(sum(1 for r in active if done[r]))
         if all(done) or _step == max_new_tokens - 1:
             break
-        if can_drop and any(done[r] for r in live):  # finished rows leave the batch: cheaper steps
+        if any(done[r] for r in live):  # finished rows leave the batch: cheaper steps
             session.keep_rows([i for i, r in enumerate(live) if not done[r]])
             live = [r for r in live if not done[r]]
         session.append([feed[r] for r in live])

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gad.engine.compiler import CompiledGrammar
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError, TokenRejectedError
 from gad.models.base import LanguageModel
 from gad.phi.base import IndicatorPhi, PhiEstimator
@@ -39,7 +39,7 @@ from gad.types import Sample
 _STEP_BASE = 1_000_000  # acceptance-log step ids: sample j uses j * _STEP_BASE + its step number
 
 
-def _estimator(estimator: PhiEstimator | str | None, lm: LanguageModel, compiled: CompiledGrammar,
+def _estimator(estimator: PhiEstimator | str | None, lm: LanguageModel, compiled: TokenConstraint,
                prompt_ids: Sequence[int]) -> PhiEstimator:
     if estimator is None:
         return IndicatorPhi()
@@ -56,7 +56,7 @@ def _rule_name(accept: Any) -> str:
     return accept if isinstance(accept, str) else getattr(accept, "name", type(accept).__name__)
 
 
-def speculative_sample(lm: LanguageModel, compiled: Any, prompt_ids: Sequence[int], n: int = 1,
+def speculative_sample(lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int], n: int = 1,
                        seed: int | None | Rng = None, max_new_tokens: int = 256,
                        drafter: Any = "forced", draft_k: int = 4, tree: tuple[int, int] | None = None,
                        accept: Any = "lossless", estimator: Any = None, log: bool = False,
@@ -156,7 +156,7 @@ class ChainDecoder:
     ``log p(· | gen)`` when nothing is pending.  :meth:`step` runs one draft/verify/rollback step.
     """
 
-    def __init__(self, lm: LanguageModel, compiled: Any, prompt: list[int], drafter: Drafter, k: int,
+    def __init__(self, lm: LanguageModel, compiled: TokenConstraint, prompt: list[int], drafter: Drafter, k: int,
                  rule: Any, est: PhiEstimator, rng: Rng, max_new_tokens: int, eos: tuple[int, ...],
                  log: bool = False, domain: str | None = None, step_base: int = 0) -> None:
         self.step_base = step_base
@@ -257,10 +257,11 @@ class ChainDecoder:
             self.finished, self.eos_id, self.done = True, draft[a - 1], True
             return False
         gen.extend(draft[:a])
-        t = res.next_token
-        if t is None:  # no allowed token with positive target weight: a dead end
+        nt = res.next_token
+        if nt is None:  # no allowed token with positive target weight: a dead end
             self.done = True
             return False
+        t = nt
         self.logprob += float(lp_at(a)[t])
         if t in eos:
             self.finished, self.eos_id, self.done = True, t, True
@@ -285,7 +286,7 @@ class ChainDecoder:
                       eos_id=self.eos_id if self.finished else None, stats=stats)
 
 
-def sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter: Drafter, k: int, rule: Any,
+def sample_one(lm: LanguageModel, compiled: TokenConstraint, prompt: list[int], drafter: Drafter, k: int, rule: Any,
                est: PhiEstimator, rng: Rng, max_new_tokens: int, eos: tuple[int, ...],
                log: bool = False, domain: str | None = None, step_base: int = 0) -> Sample:
     """One speculative sample (chain mode); see :func:`speculative_sample` and the module docstring."""

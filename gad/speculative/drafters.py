@@ -400,9 +400,9 @@ def shallow_model(model: Any, layers: int) -> Any:
 
     import torch
 
-    inner = getattr(model, "model", None)
+    inner: Any = getattr(model, "model", None)
     blocks = getattr(inner, "layers", None)
-    if blocks is None:
+    if inner is None or blocks is None:
         raise InvalidArgumentError("self-speculation needs a Llama-style model (model.model.layers)")
     n = len(blocks)
     if not 1 <= layers < n:

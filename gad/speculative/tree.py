@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError, TokenRejectedError
 from gad.models.base import LanguageModel
 from gad.phi.base import PhiEstimator
@@ -305,7 +306,7 @@ def greedy_accept(tree: DraftTree, target_at: Any, eos_ids: Sequence[int]) -> tu
             return path, None, reached
 
 
-def tree_sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter: Drafter, m: int, d: int,
+def tree_sample_one(lm: LanguageModel, compiled: TokenConstraint, prompt: list[int], drafter: Drafter, m: int, d: int,
                     est: PhiEstimator, max_new_tokens: int, eos: tuple[int, ...], log: bool = False,
                     domain: str | None = None, step_base: int = 0, scorer: Any = None) -> Sample:
     """One greedy-tree speculative sample (module docstring); deterministic given the models.
@@ -341,10 +342,10 @@ def tree_sample_one(lm: LanguageModel, compiled: Any, prompt: list[int], drafter
         def lp_of(node: int, root_lp: np.ndarray = root_lp, node_lp: np.ndarray = node_lp) -> np.ndarray:
             return root_lp if node < 0 else node_lp[node]
 
-        seen: dict[int, np.ndarray] = {}  # p̃ at each node the walk visited (for the log)
+        seen: dict[int, np.ndarray | None] = {}  # p̃ at each node the walk visited (for the log)
 
         def target_at(node: int, tree: DraftTree = tree, lp_of: Any = lp_of,
-                      seen: dict[int, np.ndarray] = seen) -> np.ndarray | None:
+                      seen: dict[int, np.ndarray | None] = seen) -> np.ndarray | None:
             mask = tree.root_mask if node < 0 else tree.masks[node]
             if mask is None:
                 return None

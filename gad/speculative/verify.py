@@ -171,8 +171,9 @@ def verify_chain(target_at: Callable[[int], np.ndarray | None], draft: Sequence[
             return out
         out.targets.append(p)
         if rule is None:
-            a = lossless_accept_prob(p, q[i], int(d))
-            ok = rng.bernoulli(a)
+            acc = float(lossless_accept_prob(p, q[i], int(d)))
+            a: float | None = acc
+            ok = rng.bernoulli(acc)
         else:
             a = None
             ok = bool(rule.accepts(p, int(d)))

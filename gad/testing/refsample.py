@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError
+from gad.models.base import LanguageModel
 from gad.types import Sample
 
 
-def reference_sample(lm: Any, compiled: Any, estimator: Any, prompt_ids: Sequence[int], n: int,
+def reference_sample(lm: LanguageModel, compiled: TokenConstraint, estimator: Any, prompt_ids: Sequence[int], n: int,
                      rng: np.random.Generator, max_new_tokens: int = 64) -> list[Sample]:
     """Draw ``n`` samples sequentially, calling ``estimator.observe`` after each.
 

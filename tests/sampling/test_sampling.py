@@ -16,53 +16,12 @@ from gad.errors import InvalidArgumentError
 from gad.grammar import BUILTIN_DIR
 from gad.models.base import ToyLM
 from gad.sampling.dist import constrained_weights, draw
+from gad.testing.finite import TextLanguage
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- a brute-force stand-in for gad.compile on a finite language ------------------------------------
-
-
-class FiniteMatcher:
-    """Exact matcher for a finite language: t is allowed iff decode(prefix·t) prefixes a sentence."""
-
-    def __init__(self, vocab: Vocabulary, language: set[bytes]) -> None:
-        self.vocab = vocab
-        self.language = language
-        self.tokens: list[int] = []
-
-    def _text(self, ids: list[int]) -> bytes:
-        return self.vocab.decode(ids)
-
-    def mask(self) -> np.ndarray:
-        cur = self._text(self.tokens)
-        out = np.zeros(self.vocab.size, dtype=bool)
-        for i, t in enumerate(self.vocab.tokens):
-            if i in self.vocab.eos_ids:
-                out[i] = cur in self.language
-            elif t:
-                out[i] = any(s.startswith(cur + t) for s in self.language)
-        return out
-
-    def accept_token(self, i: int) -> bool:
-        if i in self.vocab.eos_ids or not self.mask()[i]:
-            return False
-        self.tokens.append(i)
-        return True
-
-    def is_accepting(self) -> bool:
-        return self._text(self.tokens) in self.language
-
-
-class FiniteCompiled:
-    def __init__(self, vocab: Vocabulary, language: set[str]) -> None:
-        self.vocab = vocab
-        self.vocab_size = vocab.size
-        self.eos_ids = vocab.eos_ids
-        self.language = {s.encode() for s in language}
-
-    def matcher(self) -> FiniteMatcher:
-        return FiniteMatcher(self.vocab, self.language)
 
 
 VOCAB = Vocabulary.from_strings(["a", "b", "ab", "c"])  # EOS = id 4
@@ -81,7 +40,7 @@ def toy_lm() -> ToyLM:
     return ToyLM(VOCAB, f, name="toy-dirichlet")
 
 
-def gcd_law(lm: ToyLM, compiled: FiniteCompiled) -> dict[tuple[int, ...], float]:
+def gcd_law(lm: ToyLM, compiled: TextLanguage) -> dict[tuple[int, ...], float]:
     """Analytic GCD law over token sequences (EOS excluded), by enumeration."""
     law: dict[tuple[int, ...], float] = {}
 
@@ -103,7 +62,7 @@ def gcd_law(lm: ToyLM, compiled: FiniteCompiled) -> dict[tuple[int, ...], float]
 
 
 def test_seeded_reproducibility() -> None:
-    lm, comp = toy_lm(), FiniteCompiled(VOCAB, LANG)
+    lm, comp = toy_lm(), TextLanguage(VOCAB, LANG)
     a = sample(lm, comp, "", n=12, seed=3, max_new_tokens=8)
     b = sample(lm, comp, "", n=12, seed=3, max_new_tokens=8, batch_size=5)
     c = sample(lm, comp, "", n=12, seed=4, max_new_tokens=8)
@@ -123,8 +82,8 @@ def real_compiled():
 @pytest.mark.parametrize("which", ["stand-in", "gad.compile"])
 def test_empirical_gcd_law_matches_analytic(which: str) -> None:
     lm = toy_lm()
-    comp = FiniteCompiled(VOCAB, LANG) if which == "stand-in" else real_compiled()
-    law = gcd_law(lm, FiniteCompiled(VOCAB, LANG))
+    comp = TextLanguage(VOCAB, LANG) if which == "stand-in" else real_compiled()
+    law = gcd_law(lm, TextLanguage(VOCAB, LANG))
     assert sum(law.values()) == pytest.approx(1.0)
     n = 3000
     got = Counter(tuple(s.token_ids) for s in sample(lm, comp, "", n=n, seed=0, max_new_tokens=8, batch_size=100))
@@ -134,7 +93,7 @@ def test_empirical_gcd_law_matches_analytic(which: str) -> None:
 
 
 def test_budget_gives_unfinished_samples() -> None:
-    lm, comp = toy_lm(), FiniteCompiled(VOCAB, {"abababab"})
+    lm, comp = toy_lm(), TextLanguage(VOCAB, {"abababab"})
     for s in sample(lm, comp, "", n=3, max_new_tokens=2):
         assert not s.finished and len(s.token_ids) == 2
 
@@ -143,7 +102,7 @@ def test_budget_gives_unfinished_samples() -> None:
                                 {"top_k": 0}, {"method": "nope"}, {"batch_size": 0}])
 def test_bad_arguments_raise(kw: dict) -> None:
     with pytest.raises(InvalidArgumentError):
-        sample(toy_lm(), FiniteCompiled(VOCAB, LANG), "", **kw)
+        sample(toy_lm(), TextLanguage(VOCAB, LANG), "", **kw)
 
 
 def test_weights_and_draw() -> None:
@@ -185,7 +144,7 @@ def test_real_model_json_samples_parse_and_score(real_lm) -> None:
 
 
 def test_asap_on_toy_runs_and_learns(tmp_path: Path) -> None:
-    lm, comp = toy_lm(), FiniteCompiled(VOCAB, LANG)
+    lm, comp = toy_lm(), TextLanguage(VOCAB, LANG)
     path = tmp_path / "trie.bin"
     out = sample(lm, comp, "", n=20, method="asap", seed=0, max_new_tokens=8, trie=str(path), batch_size=4)
     assert all(s.finished and s.text in LANG for s in out) and all(s.method == "asap" for s in out)

@@ -20,71 +20,7 @@ from gad.errors import InvalidArgumentError
 from gad.models.base import ToyLM
 from gad.phi.base import IndicatorPhi, PhiEstimator
 from gad.speculative import ForcedDrafter, LMDrafter, NgramDrafter, speculative_sample, tilted
-
-# --- a token-level finite-language matcher (stand-in with the gad.matcher API) --------------------
-
-
-class FiniteMatcher:
-    """Matcher over an explicit finite set of token sequences (EOS allowed iff the prefix is in L)."""
-
-    def __init__(self, lang: frozenset[tuple[int, ...]], vocab_size: int, eos: int,
-                 tokens: Sequence[int] = ()) -> None:
-        self.lang, self.V, self.eos = lang, vocab_size, eos
-        self.tokens: list[int] = list(tokens)
-        self.prefixes = {w[:i] for w in lang for i in range(len(w) + 1)}
-
-    def mask(self) -> np.ndarray:
-        u = tuple(self.tokens)
-        m = np.zeros(self.V, dtype=bool)
-        for t in range(self.V):
-            if t != self.eos and u + (t,) in self.prefixes:
-                m[t] = True
-        m[self.eos] = u in self.lang
-        return m
-
-    def accept_token(self, t: int) -> bool:
-        if t == self.eos:
-            return tuple(self.tokens) in self.lang
-        if tuple(self.tokens) + (int(t),) not in self.prefixes:
-            return False
-        self.tokens.append(int(t))
-        return True
-
-    def accept_tokens(self, ids: Sequence[int]) -> int:
-        n = 0
-        for t in ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def rollback(self, k: int) -> None:
-        if k:
-            del self.tokens[-k:]
-
-    def fork(self) -> FiniteMatcher:
-        return FiniteMatcher(self.lang, self.V, self.eos, self.tokens)
-
-    def is_accepting(self) -> bool:
-        return tuple(self.tokens) in self.lang
-
-    def is_finished(self) -> bool:
-        return not any(tuple(self.tokens) + (t,) in self.prefixes for t in range(self.V) if t != self.eos)
-
-    def reset(self) -> None:
-        self.tokens = []
-
-
-class FiniteCompiled:
-    def __init__(self, vocab: Vocabulary, lang: set[tuple[int, ...]]) -> None:
-        self.vocab = vocab
-        self.vocab_size = vocab.size
-        self.eos_ids = vocab.eos_ids
-        self.lang = frozenset(lang)
-
-    def matcher(self) -> FiniteMatcher:
-        return FiniteMatcher(self.lang, self.vocab.size, self.eos_ids[0])
-
+from gad.testing.finite import TokenLanguage
 
 VOCAB = Vocabulary.from_strings(["a", "b", "c", "d"])  # EOS = 4
 EOS = 4
@@ -105,8 +41,8 @@ def make_lang(n_sym: int, max_len: int) -> set[tuple[int, ...]]:
     return out
 
 
-COMPILED = FiniteCompiled(VOCAB, make_lang(4, 4))
-SMALL = FiniteCompiled(VOCAB, make_lang(3, 3))  # for drafters that sample (fewer branches to enumerate)
+COMPILED = TokenLanguage(VOCAB, make_lang(4, 4))
+SMALL = TokenLanguage(VOCAB, make_lang(3, 3))  # for drafters that sample (fewer branches to enumerate)
 
 
 def random_lm(seed: int, name: str = "toy", support: int = 5) -> ToyLM:
@@ -133,7 +69,7 @@ class ExactFinitePhi(PhiEstimator):
 
     name = "exact"
 
-    def __init__(self, lm: ToyLM, compiled: FiniteCompiled) -> None:
+    def __init__(self, lm: ToyLM, compiled: TokenLanguage) -> None:
         self.lm, self.c = lm, compiled
         self.prefixes = {w[:i] for w in compiled.lang for i in range(len(w) + 1)}
         self.memo: dict[tuple[int, ...], float] = {}
@@ -203,7 +139,7 @@ def enumerate_law(run: Callable[[ScriptRng], Any]) -> dict[Any, float]:
     return dict(law)
 
 
-def reference_law(lm: ToyLM, compiled: FiniteCompiled, est: Any) -> dict[tuple[int, ...], float]:
+def reference_law(lm: ToyLM, compiled: TokenLanguage, est: Any) -> dict[tuple[int, ...], float]:
     """Non-speculative sampling from p̃ ∝ p · mask · Φ̂, token by token, by enumeration."""
     law: dict[tuple[int, ...], float] = {}
 
@@ -223,7 +159,7 @@ def reference_law(lm: ToyLM, compiled: FiniteCompiled, est: Any) -> dict[tuple[i
     return law
 
 
-def q_star(lm: ToyLM, compiled: FiniteCompiled) -> dict[tuple[int, ...], float]:
+def q_star(lm: ToyLM, compiled: TokenLanguage) -> dict[tuple[int, ...], float]:
     pw = {}
     for w in compiled.lang:
         lp = 0.0
@@ -239,7 +175,7 @@ def tv(a: dict[Any, float], b: dict[Any, float]) -> float:
     return 0.5 * sum(abs(a.get(x, 0.0) - b.get(x, 0.0)) for x in set(a) | set(b))
 
 
-def spec_law(drafter: Any, k: int, est: Any, compiled: FiniteCompiled = COMPILED, lm: ToyLM = TARGET,
+def spec_law(drafter: Any, k: int, est: Any, compiled: TokenLanguage = COMPILED, lm: ToyLM = TARGET,
              **kw: Any) -> dict[tuple[int, ...], float]:
     """The exact output law of ``speculative_sample`` (every random choice enumerated)."""
     def run(rng: ScriptRng) -> tuple[int, ...]:
@@ -251,7 +187,7 @@ def spec_law(drafter: Any, k: int, est: Any, compiled: FiniteCompiled = COMPILED
 
 
 # name -> (drafter factory, world): drafters that sample run on the smaller language
-DRAFTERS: dict[str, tuple[Callable[[], Any], FiniteCompiled]] = {
+DRAFTERS: dict[str, tuple[Callable[[], Any], TokenLanguage]] = {
     "model": (lambda: LMDrafter(DRAFT, TARGET.vocab_size), SMALL),
     "model-greedy": (lambda: LMDrafter(DRAFT, TARGET.vocab_size, greedy=True), COMPILED),
     "self": (lambda: LMDrafter(TARGET, TARGET.vocab_size), SMALL),
@@ -314,7 +250,7 @@ def test_phi_reweighting_matters_gcd_gap(name: str) -> None:
     assert tv(spec_exact, qs) < 1e-12
 
 
-def _greedy_path(compiled: FiniteCompiled, est: Any) -> tuple[int, ...]:
+def _greedy_path(compiled: TokenLanguage, est: Any) -> tuple[int, ...]:
     u: tuple[int, ...] = ()
     while True:
         m = compiled.matcher()
