@@ -49,7 +49,7 @@ class GrammarLogitsProcessor:
         self._inferred = False
         vs = int(getattr(compiled, "vocab_size", len(self._root.mask())))
         self._eos_only = np.zeros(vs, dtype=bool)
-        self._eos_only[list(getattr(compiled, "eos_ids", compiled.vocab.eos_ids))] = True
+        self._eos_only[list(compiled.eos_ids)] = True
 
     def reset(self) -> None:
         """Forget cached prefixes and the inferred prompt length (reuse for another ``generate``)."""

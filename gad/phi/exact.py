@@ -99,7 +99,7 @@ def enumerate_language(lm: LanguageModel, compiled: TokenConstraint, prompt_ids:
     """
     if max_len < 0 or node_budget < 1 or batch_size < 1:
         raise InvalidArgumentError("max_len must be >= 0, node_budget and batch_size >= 1")
-    eos_ids = tuple(getattr(compiled, "eos_ids", None) or compiled.vocab.eos_ids)
+    eos_ids = tuple(compiled.eos_ids)
     eos_arr = np.asarray(eos_ids, dtype=np.int64)
     prompt = [int(t) for t in prompt_ids]
     # node arrays (creation order): parent, log-prob of the edge, eos mass
@@ -180,7 +180,7 @@ class ExactPhi(PhiEstimator):
         """Enumerate (see :func:`enumerate_language`, which documents the errors) and wrap."""
         e = enumerate_language(lm, compiled, prompt_ids, max_len=max_len, node_budget=node_budget,
                                batch_size=batch_size)
-        eos = tuple(getattr(compiled, "eos_ids", None) or compiled.vocab.eos_ids)
+        eos = tuple(compiled.eos_ids)
         return cls(e, eos)
 
     def child_phi(self, prefix: Sequence[int], logp: np.ndarray, mask: np.ndarray) -> np.ndarray:

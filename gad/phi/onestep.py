@@ -44,7 +44,7 @@ class OneStepPhi(PhiEstimator):
         self.compiled = compiled
         self.prompt = [int(t) for t in prompt_ids]
         self.top = int(top)
-        eos = eos_ids if eos_ids is not None else (getattr(compiled, "eos_ids", None) or compiled.vocab.eos_ids)
+        eos = eos_ids if eos_ids is not None else compiled.eos_ids
         self.eos = frozenset(int(e) for e in eos)
         self._cap = cache
         self._matchers: dict[tuple[int, ...], Any] = {}

@@ -61,3 +61,14 @@ def entropy(p: np.ndarray) -> float:
     p = np.asarray(p, dtype=np.float64)
     nz = p[p > 0]
     return float(-(nz * np.log(nz)).sum())
+
+
+def kl(p: np.ndarray, q: np.ndarray) -> float:
+    """``KL(p ‖ q) = Σ p_t ln(p_t / q_t)`` in nats of two ``(vocab,)`` float distributions, with
+    ``0 · ln(0/q) = 0`` and ``+inf`` where ``q_t = 0 < p_t``; clipped at 0 against rounding."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    nz = p > 0
+    if np.any(q[nz] <= 0):
+        return float("inf")
+    return max(0.0, float(np.sum(p[nz] * (np.log(p[nz]) - np.log(q[nz])))))

@@ -80,6 +80,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gad.errors import InvalidArgumentError
+from gad.sampling.dist import kl as dist_kl
 from gad.speculative.rules import AcceptRule, LosslessRule, check_distribution
 
 __all__ = ["kl", "certificate", "margin_bounds", "rule_margin", "TreeCoverage", "tree_certificate",
@@ -100,10 +101,7 @@ def kl(p: object, q: object) -> float:
     qa = check_distribution(q, "q")
     if pa.shape != qa.shape:
         raise InvalidArgumentError(f"q: shape {qa.shape} differs from p's {pa.shape}")
-    nz = pa > 0
-    if np.any(qa[nz] <= 0):
-        return math.inf
-    return max(0.0, float(np.sum(pa[nz] * (np.log(pa[nz]) - np.log(qa[nz])))))
+    return dist_kl(pa, qa)
 
 
 def phi(gamma: float) -> float:

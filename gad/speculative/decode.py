@@ -100,7 +100,7 @@ def speculative_sample(lm: LanguageModel, compiled: TokenConstraint, prompt_ids:
     dr = make_drafter(drafter, lm, draft_k)
     rule = parse_accept(accept)
     rname = _rule_name(accept)
-    eos = tuple(int(e) for e in getattr(compiled, "eos_ids", None) or lm.vocab.eos_ids)
+    eos = tuple(int(e) for e in compiled.eos_ids)
     if tree is not None:
         from gad.speculative.tree import parse_tree, tree_sample_one
 

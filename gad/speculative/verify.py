@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from gad.errors import InvalidArgumentError
-from gad.sampling.dist import entropy
+from gad.sampling.dist import entropy, kl
 from gad.sampling.rng import Rng
 from gad.speculative.rules import LosslessRule, lossless_accept_prob, parse_rule, residual
 
@@ -128,13 +128,6 @@ class VerifyOutcome:
     records: list[StepRecord] = field(default_factory=list)
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    nz = p > 0
-    if np.any(q[nz] <= 0):
-        return float("inf")
-    return float((p[nz] * (np.log(p[nz]) - np.log(q[nz]))).sum())
-
-
 def _margin(p: np.ndarray) -> float:
     if p.size < 2:
         return float(p[0]) if p.size else 0.0
@@ -178,7 +171,7 @@ def verify_chain(target_at: Callable[[int], np.ndarray | None], draft: Sequence[
             a = None
             ok = bool(rule.accepts(p, int(d)))
         if log:
-            out.records.append(StepRecord(i + 1, int(d), ok, entropy(p), _margin(p), _kl(p, q[i]), a))
+            out.records.append(StepRecord(i + 1, int(d), ok, entropy(p), _margin(p), kl(p, q[i]), a))
         if not ok:
             out.next_token = int(np.argmax(p)) if rule is not None else rng.categorical(residual(p, q[i]))
             return out

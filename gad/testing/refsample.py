@@ -33,7 +33,7 @@ def reference_sample(lm: LanguageModel, compiled: TokenConstraint, estimator: An
     Raises:
         InvalidArgumentError: ``Q̂`` has no mass at some prefix (every allowed ``p·Φ̂`` is 0).
     """
-    eos = set(int(e) for e in (getattr(compiled, "eos_ids", None) or compiled.vocab.eos_ids))
+    eos = set(int(e) for e in compiled.eos_ids)
     vocab = getattr(compiled, "vocab", None) or lm.vocab
     prompt = [int(t) for t in prompt_ids]
     out: list[Sample] = []

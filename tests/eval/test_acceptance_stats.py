@@ -8,7 +8,7 @@ import math
 import pytest
 
 from gad.errors import InvalidArgumentError
-from gad.eval.acceptance import DOMAINS, load_prompts
+from gad.eval.acceptance import DOMAINS, PROMPTS_DIR, load_prompts
 from gad.speculative.stats import (
     AcceptanceRecord,
     format_table,
@@ -156,8 +156,6 @@ def test_prompt_sets() -> None:
     with pytest.raises(InvalidArgumentError, match="domain"):
         load_prompts("poetry")
     # files are strict JSON lines
-    from gad.speculative import stats
-
     for d in DOMAINS:
-        for line in (stats.PROMPTS_DIR / f"{d}.jsonl").read_text(encoding="utf-8").splitlines():
+        for line in (PROMPTS_DIR / f"{d}.jsonl").read_text(encoding="utf-8").splitlines():
             assert isinstance(json.loads(line), dict)
