@@ -33,6 +33,8 @@ from gad.phi.base import IndicatorPhi, PhiEstimator
 from gad.phi.registry import make_estimator
 from gad.sampling.rng import Rng, as_rng
 from gad.speculative.drafters import Drafter, make_drafter
+from gad.speculative.stats import AcceptanceRecord
+from gad.speculative.tree import parse_tree, tree_sample_one
 from gad.speculative.verify import parse_accept, tilted, verify_chain
 from gad.types import Sample
 
@@ -102,7 +104,6 @@ def speculative_sample(lm: LanguageModel, compiled: TokenConstraint, prompt_ids:
     rname = _rule_name(accept)
     eos = tuple(int(e) for e in compiled.eos_ids)
     if tree is not None:
-        from gad.speculative.tree import parse_tree, tree_sample_one
 
         m_branch, depth = parse_tree(tree)
         if rule is not None and not _is_greedy(rule):
@@ -134,7 +135,6 @@ def log_records(res: Any, q: np.ndarray, rule: Any, domain: str | None, step: in
     One row per verified draft position (entropy, margin, ``KL(p̃‖q)``, the rule's certificate), plus one
     ``bonus=True`` row for the target's own token that ends the step (correction or bonus token).
     """
-    from gad.speculative.stats import AcceptanceRecord
 
     rows = []
     for r in res.records:

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from gad.errors import InvalidArgumentError
+from gad.speculative.certificates import TreeCoverage, certificate, kl, tree_certificate
+from gad.speculative.rules import AcceptRule, check_distribution, entropy, parse_rule
 
 __all__ = ["AcceptanceRecord", "AcceptanceSummary", "summarize", "format_table", "write_plot",
            "write_records", "read_records", "spearman_rho", "main"]
@@ -99,8 +101,6 @@ class AcceptanceRecord:
         Raises:
             InvalidArgumentError: invalid distributions, rule text or depth.
         """
-        from gad.speculative.certificates import TreeCoverage, certificate, kl, tree_certificate
-        from gad.speculative.rules import AcceptRule, check_distribution, entropy, parse_rule
 
         pa = check_distribution(p)
         srt = np.sort(pa)[::-1]

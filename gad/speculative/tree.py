@@ -32,7 +32,9 @@ from gad.engine.protocols import TokenConstraint
 from gad.errors import InvalidArgumentError, TokenRejectedError
 from gad.models.base import LanguageModel
 from gad.phi.base import PhiEstimator
+from gad.speculative.certificates import TreeCoverage
 from gad.speculative.drafters import Drafter
+from gad.speculative.stats import AcceptanceRecord
 from gad.speculative.verify import tilted
 from gad.types import Sample
 
@@ -359,8 +361,6 @@ def tree_sample_one(lm: LanguageModel, compiled: TokenConstraint, prompt: list[i
         drafted += len(tree)
         accepted += len(path)
         if log:
-            from gad.speculative.certificates import TreeCoverage
-            from gad.speculative.stats import AcceptanceRecord
 
             for node, ok in reached:  # siblings share their parent's p̃, q and coverage certificate
                 parent = tree.parents[node]
