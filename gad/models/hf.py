@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import shutil
 import tempfile
@@ -177,6 +178,26 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
     return HFLanguageModel(model, tok, name=name)
 
 
+def weights_fingerprint(model: Any, probe: int = 256) -> str:
+    """SHA-256 (hex) of a model's weights as seen by sampling: for every parameter and buffer (by name) its
+    dtype, shape, first and last ``probe`` values and sum (float64) — O(parameters) on the model's device,
+    no file read.  The same weights loaded in another dtype give another fingerprint (their
+    probabilities differ)."""
+    import torch
+
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, t in sorted(model.state_dict().items()):
+            if not torch.is_tensor(t) or not t.is_floating_point():
+                continue
+            flat = t.detach().reshape(-1)
+            ends = torch.cat([flat[:probe], flat[-probe:]]).to(torch.float64).cpu().numpy()
+            total = float(flat.to(torch.float64).sum().item())
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)}:{total!r}:".encode())
+            h.update(ends.tobytes())
+    return h.hexdigest()
+
+
 class HFLanguageModel:
     """A Hugging Face causal LM implementing :class:`gad.lm.LanguageModel`.
 
@@ -199,6 +220,8 @@ class HFLanguageModel:
     def __init__(self, model: Any, tokenizer: Any, name: str | None = None, max_batch: int = 32,
                  share_prompt: bool = True, prompt_cache_bytes: int = 1 << 30) -> None:
         from gad.models import kvcache
+
+        self._fingerprint: str | None = None
 
         self.model = model
         self.tokenizer = tokenizer
@@ -235,6 +258,23 @@ class HFLanguageModel:
     def vocab_size(self) -> int:
         """Logits width (== ``vocab.size``)."""
         return self.vocab.size
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's identity for saved tries: SHA-256 (24 hex digits) of its config, its tokenizer's
+        vocabulary (:meth:`gad.engine.vocab.Vocabulary.fingerprint`, EOS ids included) and its weights
+        (:func:`weights_fingerprint`) — not its folder's name, so two models in folders of the same name
+        differ, and one model moved to another folder is the same."""
+        if self._fingerprint is None:
+            cfg = self.model.config.to_dict()
+            for k in ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash",
+                      "_attn_implementation_autoset", "_attn_implementation", "_attn_implementation_internal"):
+                cfg.pop(k, None)
+            h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+            h.update(self.vocab.fingerprint().encode())
+            h.update(weights_fingerprint(self.model).encode())
+            self._fingerprint = h.hexdigest()[:24]
+        return self._fingerprint
 
     def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
         """Token ids of ``prompt``.
