@@ -118,7 +118,7 @@ def _check_values(trie: PhiTrie, path: str) -> None:
     off = np.abs(stored - canon) > 1e-9 * np.maximum(stored, canon) + 1e-15
     if off.any():
         i = int(np.flatnonzero(off)[0])
-        raise bad(f"Φ̂ of node {i} is {stored[i]!r} but the trie's own probabilities give {canon[i]!r}")
+        raise bad(f"Φ̂ of node {i} is {float(stored[i])!r} but the trie's own probabilities give {float(canon[i])!r}")
 
 
 def save_trie(trie: PhiTrie, path: str | os.PathLike[str]) -> None:
