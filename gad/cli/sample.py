@@ -202,8 +202,26 @@ def _run_key(lm: Any, compiled: Any, args: argparse.Namespace, prompt_ids: list[
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _on_term(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class _Signals:
+    """SIGINT / SIGTERM raise ``KeyboardInterrupt`` — except between the trie learning from a batch and
+    that batch's rows being written (and checkpointed), where the interrupt waits for the end of that
+    section, so the trie and ``--out`` always hold the same samples."""
+
+    def __init__(self) -> None:
+        self.critical = False
+        self.pending = False
+
+    def handler(self, signum: int, frame: Any) -> None:
+        if self.critical:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def leave(self) -> None:
+        self.critical = False
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
@@ -275,13 +293,22 @@ def run(args: argparse.Namespace) -> int:
     state = {"since": 0, "drawn": 0, "save_error": None}
     est: Any = None
 
+    guard = _Signals()
+
     def on_batch(batch: list[Any]) -> None:
+        guard.critical = True  # (already set by the estimator's observe)
+        try:
+            _write_batch(batch)
+        finally:
+            guard.leave()
+
+    def _write_batch(batch: list[Any]) -> None:
         for s in batch:
             show(s)
             write(s)
         state["drawn"] += len(batch)
         state["since"] += len(batch)
-        if est is not None and est.path is not None and state["since"] >= every and state["save_error"] is None:
+        if getattr(est, "path", None) is not None and state["since"] >= every and state["save_error"] is None:
             state["since"] = 0
             try:
                 est.flush()
@@ -293,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
     common = dict(n=args.n - done, seed=args.seed, max_new_tokens=args.max_new_tokens,
                   batch_size=args.batch_size, chat=not args.raw, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, progress=not args.no_progress)
-    old_handlers = {sig: signal.signal(sig, _on_term) for sig in (signal.SIGTERM, signal.SIGINT)} \
+    old_handlers = {sig: signal.signal(sig, guard.handler) for sig in (signal.SIGTERM, signal.SIGINT)} \
         if _main_thread() else {}
     interrupted = False
     try:
@@ -302,6 +329,13 @@ def run(args: argparse.Namespace) -> int:
                 settings = {"temperature": float(args.temperature), "top_k": args.top_k, "top_p": args.top_p,
                             "batch_size": int(args.batch_size or method.default_batch or min(args.n, 8))}
                 est = make_estimator(method.name, lm, compiled, prompt_ids, trie=args.trie, settings=settings)
+                observe = est.observe
+
+                def guarded_observe(tokens: Any, finished: bool) -> None:
+                    guard.critical = True  # learning from a batch: its rows must be written too
+                    observe(tokens, finished)
+
+                est.observe = guarded_observe
                 common["batch_size"] = settings["batch_size"]
                 api.sample(lm, compiled, prompt_ids, method=est, first_index=done, on_batch=on_batch,
                            **common)  # type: ignore[arg-type]
