@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from gad.engine import cachefile
 from gad.engine.vocab import Vocabulary
 from gad.errors import InvalidArgumentError, ModelLoadError
 from gad.fileio import default_cache_root
@@ -62,7 +63,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    # the pid in the name lets the next run remove what a killed conversion left (clean_stale_temps)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-pid{os.getpid()}-", dir=target.parent))
     try:
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -73,8 +75,9 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         setattr(model, "hf_quantizer", None)  # noqa: B010 - typed as a module attribute by torch
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(str(tmp))
+        model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
+        _write_manifest(tmp, gguf)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -108,9 +111,56 @@ def _resolve_model_dir(path: str | os.PathLike[str] | None,
         else:
             raise ModelLoadError(f"model path is neither a directory nor a .gguf file: {p}")
     target = _gguf_cache_dir(gguf, cache_dir)
-    if not (target / "config.json").is_file():
+    cachefile.clean_stale_temps(target.parent)
+    unsafe = cachefile.warn_if_unsafe(target.parent, "converted-model cache")
+    if unsafe:  # convert into a private folder of this process instead of trusting a shared one
+        target = Path(tempfile.mkdtemp(prefix="gad-model-")) / target.name
+    problem = _check_converted(target) if (target / "config.json").is_file() else "missing"
+    if problem is not None:
+        if problem != "missing":
+            shutil.rmtree(target, ignore_errors=True)  # a damaged or foreign conversion: convert again
         _convert_gguf(gguf, target)
     return target, gguf.stem
+
+
+_MANIFEST = "gad-converted.json"
+_PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def _write_manifest(folder: Path, gguf: Path) -> None:
+    """Record the converted files and their sizes (checked by :func:`_check_converted` before each load)."""
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+    (folder / _MANIFEST).write_text(json.dumps({"source": gguf.name, "files": files}, indent=1))
+
+
+def _check_converted(folder: Path) -> str | None:
+    """Why a converted-model folder must not be used (None: it is complete and holds no pickle files).
+
+    Weights must be safetensors (no pickle-based ``.bin``/``.pt`` files, which would run code on load);
+    folders with a manifest must hold exactly its files at their recorded sizes.
+    """
+    names = {p.name for p in folder.iterdir()}
+    if any(n.endswith(_PICKLE_WEIGHTS) for n in names):
+        return "holds pickle-format files"
+    if not any(n.endswith(".safetensors") for n in names):
+        return "has no safetensors weights"
+    try:
+        json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return "config.json is unreadable"
+    mf = folder / _MANIFEST
+    if mf.is_file():
+        try:
+            files = json.loads(mf.read_text())["files"]
+            if not isinstance(files, dict):
+                return "manifest is damaged"
+            for name, size in files.items():
+                p = folder / str(name)
+                if not p.is_file() or p.stat().st_size != size:
+                    return f"{name} is missing or of another size than when converted"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "manifest is damaged"
+    return None
 
 
 def _torch_dtype(dtype: Any, device: Any, n_params: int | None = None) -> Any:
@@ -163,8 +213,10 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
         tdtype = _torch_dtype(dtype, dev)
     try:
         tok = AutoTokenizer.from_pretrained(str(model_dir))
+        converted = path is None or Path(path).suffix == ".gguf" or not (Path(path) / "config.json").is_file()
+        kw: dict[str, Any] = {"use_safetensors": True} if converted else {}  # gad's cache: never pickle
         model = AutoModelForCausalLM.from_pretrained(
-            str(model_dir), dtype=tdtype if dtype is not None else "auto")
+            str(model_dir), dtype=tdtype if dtype is not None else "auto", **kw)
     except Exception as exc:  # noqa: BLE001 - any loading failure becomes a typed error
         raise ModelLoadError(f"cannot load model from {model_dir}: {exc}") from exc
     if dtype is None:
