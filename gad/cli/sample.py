@@ -164,10 +164,11 @@ class _Rows:
                 raise InvalidArgumentError(f"--out: {self.path}:{ln}: not a JSON row; choose another file "
                                            f"or delete it") from None
             rows.append(row)
-        others = [r for r in rows if not isinstance(r, dict) or r.get("run") != self.run_key]
+        others = [r for r in rows if not isinstance(r, dict) or r.get("run") != self.run_key
+                  or r.get("seed") != self.seed]
         if others:
             r = others[0]
-            what = (f"seed {r.get('seed')!r} instead of {self.seed}" if isinstance(r, dict) and "run" in r
+            what = (f"seed {r.get('seed')!r} instead of {self.seed}" if isinstance(r, dict) and "seed" in r
                     and r.get("seed") != self.seed else "another model, grammar, prompt, method or settings"
                     if isinstance(r, dict) and "run" in r else "rows not written by gad sample")
             raise InvalidArgumentError(f"--out: {self.path} already holds {len(rows)} rows of another run "
@@ -275,9 +276,10 @@ def run(args: argparse.Namespace) -> int:
     if done:
         print(f"continuing the run in {args.out}: it holds samples 0..{done - 1} of seed {args.seed}; drawing "
               f"{done}..{args.n - 1}", file=sys.stderr)
-    elif args.trie is not None and before is not None and out is None:
-        print(f"note: seed {args.seed} starts again at sample 0 (no --out file to continue from); the trie "
-              f"{args.trie} already learnt from {trie_header(args.trie)['samples']} samples", file=sys.stderr)
+    note = ""
+    if not done and args.trie is not None and before is not None and out is None:
+        note = (f"note: seed {args.seed} starts again at sample 0 (no --out file to continue from); the trie "
+                f"{args.trie} already learnt from {trie_header(args.trie)['samples']} samples")
 
     def show(s: Any) -> None:
         print(f"--- sample {s.index}: finished={s.finished} logprob={s.logprob:.4f} nats tokens={len(s.token_ids)}")
@@ -336,6 +338,8 @@ def run(args: argparse.Namespace) -> int:
                     observe(tokens, finished)
 
                 est.observe = guarded_observe
+                if note:  # printed once the trie has loaded (a bad trie gives its one-line error alone)
+                    print(note, file=sys.stderr)
                 common["batch_size"] = settings["batch_size"]
                 api.sample(lm, compiled, prompt_ids, method=est, first_index=done, on_batch=on_batch,
                            **common)  # type: ignore[arg-type]
@@ -343,6 +347,8 @@ def run(args: argparse.Namespace) -> int:
                 if done:
                     raise InvalidArgumentError(f"--out {args.out}: continuing a run needs a Φ-estimator "
                                                f"method without --speculative; choose another file")
+                if note:
+                    print(note, file=sys.stderr)
                 samples = api.sample(lm, compiled, prompt_ids, method=args.method, trie=args.trie,
                                      speculative=speculative, draft_k=args.draft_k, tree=args.tree,
                                      accept=args.accept, **common)  # type: ignore[arg-type]
