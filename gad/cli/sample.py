@@ -203,6 +203,15 @@ def _run_key(lm: Any, compiled: Any, args: argparse.Namespace, prompt_ids: list[
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+class _RunState:
+    """Counters of one ``gad sample`` run: samples drawn, samples since the last checkpoint, save error."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+        self.since = 0
+        self.save_error: OSError | None = None
+
+
 class _Signals:
     """SIGINT / SIGTERM raise ``KeyboardInterrupt`` — except between the trie learning from a batch and
     that batch's rows being written (and checkpointed), where the interrupt waits for the end of that
@@ -292,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
                         "method": s.method})
 
     every = args.checkpoint_every or 1
-    state = {"since": 0, "drawn": 0, "save_error": None}
+    state = _RunState()
     est: Any = None
 
     guard = _Signals()
@@ -308,18 +317,18 @@ def run(args: argparse.Namespace) -> int:
         for s in batch:
             show(s)
             write(s)
-        state["drawn"] += len(batch)
-        state["since"] += len(batch)
-        if getattr(est, "path", None) is not None and state["since"] >= every and state["save_error"] is None:
-            state["since"] = 0
+        state.drawn += len(batch)
+        state.since += len(batch)
+        if getattr(est, "path", None) is not None and state.since >= every and state.save_error is None:
+            state.since = 0
             try:
                 est.flush()
             except OSError as exc:
-                state["save_error"] = exc
+                state.save_error = exc
                 print(f"gad sample: warning: cannot checkpoint the trie: {_os_error(exc, args.trie)} "
                       "(sampling goes on)", file=sys.stderr)
 
-    common = dict(n=args.n - done, seed=args.seed, max_new_tokens=args.max_new_tokens,
+    common: dict[str, Any] = dict(n=args.n - done, seed=args.seed, max_new_tokens=args.max_new_tokens,
                   batch_size=args.batch_size, chat=not args.raw, temperature=args.temperature,
                   top_k=args.top_k, top_p=args.top_p, progress=not args.no_progress)
     old_handlers = {sig: signal.signal(sig, guard.handler) for sig in (signal.SIGTERM, signal.SIGINT)} \
@@ -342,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
                     print(note, file=sys.stderr)
                 common["batch_size"] = settings["batch_size"]
                 api.sample(lm, compiled, prompt_ids, method=est, first_index=done, on_batch=on_batch,
-                           **common)  # type: ignore[arg-type]
+                           **common)
             else:  # registered runners and speculative decoding: rows are written when the run ends
                 if done:
                     raise InvalidArgumentError(f"--out {args.out}: continuing a run needs a Φ-estimator "
@@ -351,16 +360,16 @@ def run(args: argparse.Namespace) -> int:
                     print(note, file=sys.stderr)
                 samples = api.sample(lm, compiled, prompt_ids, method=args.method, trie=args.trie,
                                      speculative=speculative, draft_k=args.draft_k, tree=args.tree,
-                                     accept=args.accept, **common)  # type: ignore[arg-type]
+                                     accept=args.accept, **common)
                 for i, s in enumerate(samples):
                     s.index = i if s.index is None else s.index
                 on_batch(samples)
         except KeyboardInterrupt:
             interrupted = True
         except OSError as exc:  # the final flush of the trie (the samples are printed and written)
-            if args.trie is None or state["drawn"] < args.n - done:
+            if args.trie is None or state.drawn < args.n - done:
                 raise
-            state["save_error"] = exc
+            state.save_error = exc
     finally:
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
@@ -372,13 +381,13 @@ def run(args: argparse.Namespace) -> int:
                 saved = f"; trie {args.trie} saved ({len(est.trie)} nodes)"
             except OSError as exc:
                 saved = f"; trie not saved: {_os_error(exc, args.trie)}"
-        where = f"; {done + state['drawn']} rows in {args.out}, rerun the same command to continue" \
+        where = f"; {done + state.drawn} rows in {args.out}, rerun the same command to continue" \
             if out is not None else ""
-        print(f"gad sample: interrupted after {state['drawn']} of {args.n - done} samples{where}{saved}",
+        print(f"gad sample: interrupted after {state.drawn} of {args.n - done} samples{where}{saved}",
               file=sys.stderr)
         return 130
-    if state["save_error"] is not None:
-        print(f"gad sample: error: the trie was not saved: {_os_error(state['save_error'], args.trie)} "
+    if state.save_error is not None:
+        print(f"gad sample: error: the trie was not saved: {_os_error(state.save_error, args.trie)} "
               f"(the samples are printed{' and written' if out is not None else ''})", file=sys.stderr)
         return 2
     if args.trie is not None and method.uses_trie:
@@ -388,7 +397,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ASAp trie {args.trie}: {after} nodes ({'new' if before is None else f'was {before}'}), "
               f"saved{extra}", file=sys.stderr)
     if out is not None:
-        print(f"wrote {state['drawn']} samples to {args.out}"
+        print(f"wrote {state.drawn} samples to {args.out}"
               + (f" (now {len(out.rows)})" if done else ""), file=sys.stderr)
     return 0
 

@@ -114,7 +114,8 @@ class _Encoder:
         self.ids[id(v)] = i
         self.keep.append(v)
         state = getattr(v, "__getstate__", None)
-        fields = state() if callable(state) and type(v).__getstate__ is not object.__getstate__ else v.__dict__
+        own = "__getstate__" in type(v).__dict__  # a class's own __getstate__ (not object's default)
+        fields = state() if callable(state) and own else v.__dict__
         if not isinstance(fields, dict):
             return self._bad(v)
         return {"o": name, "i": i, "f": {str(k): self.enc(x) for k, x in fields.items()}}
@@ -193,7 +194,7 @@ class _Decoder:
         i, fields = v.get("i"), v.get("f")
         if cls is None or not isinstance(i, int) or not isinstance(fields, dict) or i in self.objs:
             raise CacheFileError("unknown or malformed object")
-        o = object.__new__(cls)
+        o: Any = object.__new__(cls)
         self.objs[i] = o
         for k, x in fields.items():
             o.__dict__[k] = self.dec(x)

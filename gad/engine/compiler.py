@@ -37,7 +37,7 @@ from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_cont
 from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
 from gad.errors import GadError, InvalidArgumentError
-from gad.fileio import atomic_write, default_cache_root
+from gad.fileio import default_cache_root
 from gad.grammar.loader import Grammar
 
 CACHE_FORMAT = 5  # 5: data-only files (gad.engine.cachefile), no pickle

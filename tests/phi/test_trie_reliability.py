@@ -21,7 +21,7 @@ from gad.errors import InvalidArgumentError, TrieFormatError, TrieMismatchError
 from gad.phi.asap import AsapPhi
 from gad.phi.registry import estimator_identity, make_estimator
 from gad.phi.trie import PhiTrie
-from gad.phi.trie_io import _COLUMNS, FORMAT_VERSION, MAGIC, load_trie, save_trie
+from gad.phi.trie_io import _COLUMNS, FORMAT_VERSION, MAGIC, load_trie
 from gad.testing.regex_grammar import regex_grammar
 from gad.testing.toys import hashed_lm
 
