@@ -415,6 +415,7 @@ def run(args: argparse.Namespace) -> Tally:
     t_end = time.monotonic() + args.budget
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        os.environ["GAD_CACHE_DIR"] = str(work / "gad-cache")  # this run's compile caches stay here
         (work / "w.lark").write_text(GRAMMAR)
         good = work / "good.trie"
         _run_main(_argv(work, "--method", "asap", "--trie", str(good), n=8))

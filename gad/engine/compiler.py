@@ -652,7 +652,7 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
 
     A cache file is used only when its header names this very key, grammar sha256, start symbol,
     vocabulary fingerprint and engine version and its content decodes to a complete compiled grammar;
-    anything else (foreign, corrupt, older format — including the pickles of gad < 0.2) is rebuilt and
+    anything else (foreign, corrupt, older format — including the pickle files of earlier gad versions) is rebuilt and
     replaced.  An unsafe cache folder (see :func:`gad.engine.cachefile.folder_is_unsafe`) is neither
     read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.
     """

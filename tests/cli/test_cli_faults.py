@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 GRAMMAR = 'start: WORD (" " WORD)*\nWORD: /[a-z]{1,6}/\n'
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch) -> None:
+    """Compile caches of these runs (in-process and subprocesses) stay in the test's folder."""
+    monkeypatch.setenv("GAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def grammar(tmp_path: Path) -> Path:
     g = tmp_path / "w.lark"

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,10 @@ WORKER = textwrap.dedent('''
     trie, proc, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     lm, cg = _toy()
     est = make_estimator("asap", lm, cg, [], trie=trie)
+    import os, time
+    open(trie + f".ready{proc}", "w").close()
+    while not os.path.exists(trie + ".go"):  # all three start from the same (absent) trie
+        time.sleep(0.01)
     rows = []
     for i in range(n):  # one flush (lock, merge, save) per sample: the three processes interleave
         s = api.sample(lm, cg, [], n=1, method=est, seed=1000 * proc + i, max_new_tokens=8)[0]
@@ -113,6 +118,11 @@ def test_three_concurrent_processes_on_one_trie_merge_exactly(tmp_path: Path) ->
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(trie), str(k), str(n), str(ROOT)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}) for k in range(3)]
+    t0 = time.monotonic()
+    while not all((tmp_path / f"shared.trie.ready{k}").exists() for k in range(3)):
+        assert time.monotonic() - t0 < 300 and all(p.poll() is None for p in procs)
+        time.sleep(0.02)
+    (tmp_path / "shared.trie.go").touch()
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
@@ -122,7 +132,7 @@ def test_three_concurrent_processes_on_one_trie_merge_exactly(tmp_path: Path) ->
     ident = estimator_identity(lm, cg, [], {"temperature": 1.0, "batch_size": 1})
     merged = load_trie(trie, expected=ident)
     assert merged.samples == 3 * n  # no lost update: 24, not 8
-    assert sum(r["merged"] for r in results) > 0  # the processes did see each other's work
+    assert sum(r["merged"] for r in results) > 0  # every writer but the first merged others' work
     assert merged.canonical() == _replay(samples).canonical()  # node by node, bit for bit
 
 
