@@ -336,12 +336,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_stale_temps(folder: str | os.PathLike[str], max_age_s: float = 3600.0,
-                      entries: Iterable[os.DirEntry[str]] | None = None) -> list[str]:
+                      entries: Iterable[os.DirEntry[str]] | None = None, prefix: str = "") -> list[str]:
     """Remove temporary files and folders left in ``folder`` by killed writers; returns their names.
 
     A temp entry is named ``.<target>.<pid>.<random>…`` (:func:`gad.fileio.atomic_write_with`) or
     ``.tmp-<target>-<pid>-…`` (model conversion); it is stale when that process is gone, or when it is older
     than ``max_age_s`` (a pid reused by another process).  Entries of live writers are left alone.
+    ``prefix``: only names starting with it (e.g. the temp files of one target file).
     """
     import shutil
 
@@ -353,6 +354,8 @@ def clean_stale_temps(folder: str | os.PathLike[str], max_age_s: float = 3600.0,
     now = time.time()
     for ent in it:
         name = ent.name
+        if not name.startswith(prefix):
+            continue
         pid = _temp_pid(name)
         if pid is None:
             continue

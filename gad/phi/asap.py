@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 from filelock import FileLock, Timeout
 
+from gad.engine import cachefile
 from gad.errors import InvalidArgumentError
 from gad.phi.base import PhiEstimator
 from gad.phi.trie import PhiTrie
@@ -97,6 +98,9 @@ class AsapPhi(PhiEstimator):
             self.path = os.fspath(trie)
             if os.path.isdir(self.path):
                 raise InvalidArgumentError(f"trie: {self.path} is a directory, not a trie file")
+            # temp files of this trie left by killed runs (``.<name>.pid<N>.…``, see gad.fileio)
+            cachefile.clean_stale_temps(os.path.dirname(os.path.abspath(self.path)),
+                                        prefix=f".{os.path.basename(self.path)}.pid")
             if os.path.exists(self.path):
                 self.trie = load_trie(self.path, expected=self.identity)
                 self._stamp = _stamp(self.path)
