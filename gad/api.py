@@ -67,7 +67,8 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            compiled: TokenConstraint | None = None, cache_dir: str | os.PathLike[str] | None = None,
            progress: Any = False, speculative: Speculation | Any = None, draft_k: int = 4, tree: Any = None,
-           accept: str = "lossless", log: bool = False, domain: str | None = None) -> list[Sample]:
+           accept: str = "lossless", log: bool = False, domain: str | None = None, first_index: int = 0,
+           on_batch: Any = None) -> list[Sample]:
     """Draw ``n`` grammatical samples from ``lm`` under ``grammar``.
 
     Args:
@@ -95,6 +96,9 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
         speculative: a :class:`gad.speculative.Speculation`, or a drafter (name such as ``"forced+ngram"``,
             ``"self:8"``, a model path, or a drafter object), in which case ``draft_k``, ``tree``,
             ``accept``, ``log`` and ``domain`` complete it (see :class:`~gad.speculative.Speculation`).
+        first_index: number of the first sample (non-negative; ``gad sample --out`` continues an
+            interrupted run with it).  ``on_batch(samples)``: called after each batch (a callable).
+            Both only with a Φ-estimator object as ``method`` (without ``speculative``).
     Returns:
         ``n`` :class:`gad.types.Sample`, in order; ``logprob`` sums the **unconstrained** temperature-1
         log-probabilities of the generated tokens, EOS included when finished (nats).
@@ -108,6 +112,12 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
     _positive("max_new_tokens", max_new_tokens)
     _positive("batch_size", batch_size, none_ok=True)
     seed = check_seed(seed)
+    first_index = check_seed(first_index, "first_index")
+    if on_batch is not None and not callable(on_batch):
+        raise InvalidArgumentError(f"on_batch must be callable, got {type(on_batch).__name__}")
+    if (first_index or on_batch is not None) and (not isinstance(method, PhiEstimator) or speculative is not None):
+        raise InvalidArgumentError("first_index and on_batch need a Φ-estimator object as method "
+                                   "(gad.phi.registry.make_estimator) and no speculative decoding")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not np.isfinite(temperature) \
             or temperature <= 0:
         raise InvalidArgumentError(f"temperature must be > 0, got {temperature!r}")
@@ -148,7 +158,7 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
     if est is not None:
         return sample_rows(lm, compiled, est, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens,
                            batch_size=bs, temperature=float(temperature), top_k=top_k, top_p=top_p,
-                           progress=progress)
+                           progress=progress, first_index=first_index, on_batch=on_batch)
     return m.run(lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens, batch_size=bs,
                  trie=trie, settings=settings, progress=progress)
 

@@ -108,5 +108,9 @@ class EnumerationBudgetError(GadError):
         super().__init__(message)
 
 
+class UnsafeCacheWarning(UserWarning):
+    """A cache folder can be written by other users (or is theirs): gad neither reads nor writes it."""
+
+
 class ResultsFileError(GadError):
     """An evaluation results file could not be written or read."""

@@ -44,7 +44,9 @@ def atomic_write_with(path: str | os.PathLike[str], write: Callable[[str], Any])
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=os.path.splitext(base)[1] or ".tmp", dir=folder)
+    # the writer's pid in the name lets the next run remove what a killed run left (see
+    # gad.engine.cachefile.clean_stale_temps)
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.pid{os.getpid()}.", suffix=os.path.splitext(base)[1] or ".tmp", dir=folder)
     os.close(fd)
     try:
         write(tmp)

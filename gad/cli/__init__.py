@@ -4,11 +4,14 @@
     gad eval --task binary/string_start_w_1_all_0 --method gcd asap -n 200
     gad accept-stats --domain json sql chat --prompts-per-domain 3 --max-new-tokens 24
 
-Bad arguments and gad errors print one line (``gad: error: …``) on stderr and exit with status 2.
+Bad arguments, gad errors and OS errors (a path that is a folder, unreadable, not writable) print one
+line (``gad: error: …``) on stderr and exit with status 2; an interrupted command exits with 130; an
+internal error prints one line and exits with 1 (``GAD_DEBUG=1`` shows its traceback).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -44,9 +47,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"gad {args.command}: error: file not found: {exc.filename}", file=sys.stderr)
         return 2
+    except IsADirectoryError as exc:
+        print(f"gad {args.command}: error: {exc.filename} is a directory, expected a file", file=sys.stderr)
+        return 2
+    except OSError as exc:  # permissions, full disk, …: the path and the reason, never a traceback
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"gad {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("gad: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug below: one line (GAD_DEBUG=1 shows the traceback)
+        if os.environ.get("GAD_DEBUG"):
+            raise
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"gad {args.command}: internal error: {type(exc).__name__}: {msg} "
+              f"(set GAD_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,14 +15,14 @@
 Per-request state lives in :class:`gad.matcher.Matcher` (``compiled.matcher()``).
 
 The compiled tables can be saved to disk (``cache_dir``), keyed by the grammar's hash, the
-vocabulary's fingerprint and the gad version, so that a second compile of the same pair is fast.
+vocabulary's fingerprint and the engine version, so that a second compile of the same pair is fast.
+Cache files hold data only (numpy arrays + a JSON header, :mod:`gad.engine.cachefile`), never code.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,20 +32,21 @@ from typing import Any, cast
 import lark
 import numpy as np
 
+from gad.engine import cachefile
 from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
 from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
-from gad.errors import InvalidArgumentError
-from gad.fileio import atomic_write, default_cache_root
+from gad.errors import GadError, InvalidArgumentError
+from gad.fileio import default_cache_root
 from gad.grammar.loader import Grammar
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5  # 5: data-only files (gad.engine.cachefile), no pickle
 
 
 def _code_version() -> str:
     """Hash of the engine's source: a compile cache written by other code is never reused."""
     h = hashlib.sha256(str(CACHE_FORMAT).encode())
-    for mod in ("lexer.py", "compiler.py"):
+    for mod in ("lexer.py", "compiler.py", "cachefile.py"):
         h.update((Path(__file__).parent / mod).read_bytes())
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
@@ -608,33 +609,106 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
 _MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
 
 
+def _cache_identity(key: str, lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary) -> dict[str, Any]:
+    """What a compile-cache file must have been built for (checked field by field before use)."""
+    return {"key": key, "grammar_sha256": _grammar_hash(gobj, lark_obj), "start": start,
+            "vocab_fingerprint": vocab.fingerprint(), "vocab_size": vocab.size, "engine": _code_version()}
+
+
+def _cache_classes() -> dict[str, type]:
+    """The only classes a compile-cache file may instantiate (their attributes are set, nothing is called)."""
+    return {"WalkNode": WalkNode, "_ParseTable": _ParseTable, "LexerDFA": LexerDFA}
+
+
+def _cache_external(lark_obj: Any) -> tuple[Any, Any]:
+    """(encode, resolve) for the objects a cache file names instead of storing: Lark terminals (by name,
+    from the grammar being compiled) and terminal automata (rebuilt from their name and regexp)."""
+    terms = {t.name: t for t in getattr(lark_obj, "terminals", ())}
+    autos: dict[tuple[str, str], TerminalAutomaton] = {}
+
+    def encode(v: Any) -> list | None:
+        if isinstance(v, lark.lexer.TerminalDef):
+            return ["lark-terminal", v.name]
+        if isinstance(v, TerminalAutomaton):
+            return ["automaton", v.name, v.regexp]
+        return None
+
+    def resolve(x: list) -> Any:
+        if len(x) == 2 and x[0] == "lark-terminal" and x[1] in terms:
+            return terms[x[1]]
+        if len(x) == 3 and x[0] == "automaton" and isinstance(x[1], str) and isinstance(x[2], str):
+            a = autos.get((x[1], x[2]))
+            if a is None:
+                a = autos[(x[1], x[2])] = TerminalAutomaton.build(x[1], x[2])
+            return a
+        raise cachefile.CacheFileError("unknown external reference")
+
+    return encode, resolve
+
+
 def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
                       cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
+    """Compile, reading / writing the disk cache (a data-only file: :mod:`gad.engine.cachefile`).
+
+    A cache file is used only when its header names this very key, grammar sha256, start symbol,
+    vocabulary fingerprint and engine version and its content decodes to a complete compiled grammar;
+    anything else (foreign, corrupt, older format — including the pickle files of earlier gad versions) is rebuilt and
+    replaced.  An unsafe cache folder (see :func:`gad.engine.cachefile.folder_is_unsafe`) is neither
+    read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.
+    """
     path: Path | None = None
+    ident: dict[str, Any] = {}
     if cache_dir is not False:
         base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
-        key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}".encode()
-                             ).hexdigest()[:32]
-        path = base / "compiled" / f"{key}.pkl"
-        if path.exists():
-            try:
-                with open(path, "rb") as f:
-                    state = pickle.load(f)
-                # a file under this name that does not hold this very key's tables (another
-                # grammar's file copied over it, a pickle of something else) is rebuilt, never used
-                if isinstance(state, dict) and state.get("_cache_key") == key and _STATE_KEYS <= state.keys():
-                    cg = CompiledGrammar.__new__(CompiledGrammar)
-                    cg.__dict__.update(state)
-                    cg.grammar = gobj
-                    cg.grammar_sha256 = _grammar_hash(gobj, lark_obj)
-                    cg.vocab = vocab
-                    return cg
-            except Exception:  # noqa: BLE001 - a broken cache entry is rebuilt, never trusted
-                pass
+        folder = base / "compiled"
+        if cachefile.warn_if_unsafe(folder, "compile cache"):
+            folder = None  # type: ignore[assignment]
+        else:
+            key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}"
+                                 .encode()).hexdigest()[:32]
+            path = folder / f"{key}.npz"
+            ident = _cache_identity(key, lark_obj, gobj, start, vocab)
+            _tidy_cache_folder(folder)
+        if path is not None and path.is_file():
+            cg = _load_cached(path, ident, lark_obj, gobj, vocab)
+            if cg is not None:
+                return cg
     cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
     if path is not None:
-        cg.__dict__["_cache_key"] = key
-        save_compiled(cg, path)
+        save_compiled(cg, path, ident, lark_obj)
+    return cg
+
+
+def _tidy_cache_folder(folder: Path) -> None:
+    """Remove temp files of killed runs and the pickle files of older gad versions (never read)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    cachefile.clean_stale_temps(folder, entries=entries)
+    for ent in entries:
+        if ent.name.endswith(".pkl") and not ent.name.startswith("."):
+            try:
+                os.unlink(ent.path)
+            except OSError:
+                pass
+
+
+def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
+                 vocab: Vocabulary) -> CompiledGrammar | None:
+    """The compiled grammar in cache file ``path``, or None when it is not exactly what ``ident`` says."""
+    _, resolve = _cache_external(lark_obj)
+    try:
+        state = cachefile.load(path, ident, _cache_classes(), resolve)
+    except (cachefile.CacheFileError, OSError, GadError):
+        return None
+    if not isinstance(state, dict) or not _STATE_KEYS <= state.keys() or state.get("vocab_size") != vocab.size:
+        return None
+    cg = CompiledGrammar.__new__(CompiledGrammar)
+    cg.__dict__.update(state)
+    cg.grammar = gobj
+    cg.grammar_sha256 = _grammar_hash(gobj, lark_obj)
+    cg.vocab = vocab
     return cg
 
 
@@ -644,16 +718,21 @@ _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
     "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_allowed_memo", "_ok_memo", "_masks", "mask_cache_size",
-    "_dense_min", "stats", "_cache_key"})
+    "_dense_min", "stats"})
 
 
-def save_compiled(cg: CompiledGrammar, path: Path) -> None:
-    """Write the compiled tables atomically (temp file + rename); failures leave no partial file."""
-    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab")}
+def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lark_obj: Any) -> bool:
+    """Write the compiled tables to ``path`` as a data-only cache file (atomic: temp file + rename).
+
+    Returns False (and writes nothing) when the folder cannot be written or the tables hold something
+    the data-only format cannot represent; the compile itself is unaffected.
+    """
+    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab", "grammar_sha256")}
     state["_masks"] = OrderedDict()
-
+    encode, _ = _cache_external(lark_obj)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, [pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)])
-    except OSError:
-        return
+        cachefile.save(path, identity, state, _cache_classes(), encode)
+    except (OSError, cachefile.Unencodable):
+        return False
+    return True

@@ -9,6 +9,7 @@ temperature 1 — no top-k/top-p — as ``numpy.float64`` arrays of shape ``(bat
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -174,6 +175,19 @@ class ToyLM:
     @property
     def vocab_size(self) -> int:
         return self.vocab.size
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity for saved tries: SHA-256 (24 hex) of the name, the vocabulary's fingerprint and the
+        next-token probabilities at the empty context and at each one-token context (a toy model's
+        "weights"; computed once, without counting in :attr:`calls`)."""
+        fp = getattr(self, "_fp", None)
+        if fp is None:
+            h = hashlib.sha256(f"{self.name}|{self.vocab.fingerprint()}".encode())
+            for ctx in [()] + [(t,) for t in range(min(self.vocab_size, 64))]:
+                h.update(np.asarray(self._f(ctx), dtype=np.float64).tobytes())
+            fp = self._fp = h.hexdigest()[:24]
+        return fp
 
     def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
         return []

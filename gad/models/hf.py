@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from gad.engine import cachefile
 from gad.engine.vocab import Vocabulary
 from gad.errors import InvalidArgumentError, ModelLoadError
 from gad.fileio import default_cache_root
@@ -61,7 +63,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
+    # the pid in the name lets the next run remove what a killed conversion left (clean_stale_temps)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-pid{os.getpid()}-", dir=target.parent))
     try:
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -72,8 +75,9 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         setattr(model, "hf_quantizer", None)  # noqa: B010 - typed as a module attribute by torch
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(str(tmp))
+        model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
+        _write_manifest(tmp, gguf)
         try:
             os.rename(tmp, target)
         except OSError:
@@ -107,9 +111,56 @@ def _resolve_model_dir(path: str | os.PathLike[str] | None,
         else:
             raise ModelLoadError(f"model path is neither a directory nor a .gguf file: {p}")
     target = _gguf_cache_dir(gguf, cache_dir)
-    if not (target / "config.json").is_file():
+    cachefile.clean_stale_temps(target.parent)
+    unsafe = cachefile.warn_if_unsafe(target.parent, "converted-model cache")
+    if unsafe:  # convert into a private folder of this process instead of trusting a shared one
+        target = Path(tempfile.mkdtemp(prefix="gad-model-")) / target.name
+    problem = _check_converted(target) if (target / "config.json").is_file() else "missing"
+    if problem is not None:
+        if problem != "missing":
+            shutil.rmtree(target, ignore_errors=True)  # a damaged or foreign conversion: convert again
         _convert_gguf(gguf, target)
     return target, gguf.stem
+
+
+_MANIFEST = "gad-converted.json"
+_PICKLE_WEIGHTS = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def _write_manifest(folder: Path, gguf: Path) -> None:
+    """Record the converted files and their sizes (checked by :func:`_check_converted` before each load)."""
+    files = {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+    (folder / _MANIFEST).write_text(json.dumps({"source": gguf.name, "files": files}, indent=1))
+
+
+def _check_converted(folder: Path) -> str | None:
+    """Why a converted-model folder must not be used (None: it is complete and holds no pickle files).
+
+    Weights must be safetensors (no pickle-based ``.bin``/``.pt`` files, which would run code on load);
+    folders with a manifest must hold exactly its files at their recorded sizes.
+    """
+    names = {p.name for p in folder.iterdir()}
+    if any(n.endswith(_PICKLE_WEIGHTS) for n in names):
+        return "holds pickle-format files"
+    if not any(n.endswith(".safetensors") for n in names):
+        return "has no safetensors weights"
+    try:
+        json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return "config.json is unreadable"
+    mf = folder / _MANIFEST
+    if mf.is_file():
+        try:
+            files = json.loads(mf.read_text())["files"]
+            if not isinstance(files, dict):
+                return "manifest is damaged"
+            for name, size in files.items():
+                p = folder / str(name)
+                if not p.is_file() or p.stat().st_size != size:
+                    return f"{name} is missing or of another size than when converted"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "manifest is damaged"
+    return None
 
 
 def _torch_dtype(dtype: Any, device: Any, n_params: int | None = None) -> Any:
@@ -162,8 +213,10 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
         tdtype = _torch_dtype(dtype, dev)
     try:
         tok = AutoTokenizer.from_pretrained(str(model_dir))
+        converted = path is None or Path(path).suffix == ".gguf" or not (Path(path) / "config.json").is_file()
+        kw: dict[str, Any] = {"use_safetensors": True} if converted else {}  # gad's cache: never pickle
         model = AutoModelForCausalLM.from_pretrained(
-            str(model_dir), dtype=tdtype if dtype is not None else "auto")
+            str(model_dir), dtype=tdtype if dtype is not None else "auto", **kw)
     except Exception as exc:  # noqa: BLE001 - any loading failure becomes a typed error
         raise ModelLoadError(f"cannot load model from {model_dir}: {exc}") from exc
     if dtype is None:
@@ -175,6 +228,26 @@ def load_model(path: str | os.PathLike[str] | None = None, device: str | None = 
         raise InvalidArgumentError(f"cannot move the model to device {str(dev)!r}: {exc}") from exc
     model.eval()
     return HFLanguageModel(model, tok, name=name)
+
+
+def weights_fingerprint(model: Any, probe: int = 256) -> str:
+    """SHA-256 (hex) of a model's weights as seen by sampling: for every parameter and buffer (by name) its
+    dtype, shape, first and last ``probe`` values and sum (float64) — O(parameters) on the model's device,
+    no file read.  The same weights loaded in another dtype give another fingerprint (their
+    probabilities differ)."""
+    import torch
+
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, t in sorted(model.state_dict().items()):
+            if not torch.is_tensor(t) or not t.is_floating_point():
+                continue
+            flat = t.detach().reshape(-1)
+            ends = torch.cat([flat[:probe], flat[-probe:]]).to(torch.float64).cpu().numpy()
+            total = float(flat.to(torch.float64).sum().item())
+            h.update(f"{name}:{t.dtype}:{tuple(t.shape)}:{total!r}:".encode())
+            h.update(ends.tobytes())
+    return h.hexdigest()
 
 
 class HFLanguageModel:
@@ -199,6 +272,8 @@ class HFLanguageModel:
     def __init__(self, model: Any, tokenizer: Any, name: str | None = None, max_batch: int = 32,
                  share_prompt: bool = True, prompt_cache_bytes: int = 1 << 30) -> None:
         from gad.models import kvcache
+
+        self._fingerprint: str | None = None
 
         self.model = model
         self.tokenizer = tokenizer
@@ -235,6 +310,23 @@ class HFLanguageModel:
     def vocab_size(self) -> int:
         """Logits width (== ``vocab.size``)."""
         return self.vocab.size
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's identity for saved tries: SHA-256 (24 hex digits) of its config, its tokenizer's
+        vocabulary (:meth:`gad.engine.vocab.Vocabulary.fingerprint`, EOS ids included) and its weights
+        (:func:`weights_fingerprint`) — not its folder's name, so two models in folders of the same name
+        differ, and one model moved to another folder is the same."""
+        if self._fingerprint is None:
+            cfg = self.model.config.to_dict()
+            for k in ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash",
+                      "_attn_implementation_autoset", "_attn_implementation", "_attn_implementation_internal"):
+                cfg.pop(k, None)
+            h = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode())
+            h.update(self.vocab.fingerprint().encode())
+            h.update(weights_fingerprint(self.model).encode())
+            self._fingerprint = h.hexdigest()[:24]
+        return self._fingerprint
 
     def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
         """Token ids of ``prompt``.

@@ -43,11 +43,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from filelock import FileLock, Timeout
 
+from gad.engine import cachefile
 from gad.errors import InvalidArgumentError
 from gad.phi.base import PhiEstimator
 from gad.phi.trie import PhiTrie
 from gad.phi.trie_io import check_identity, load_trie, save_trie
+
+
+def _stamp(path: str) -> tuple[int, int, int]:
+    """(inode, size, mtime ns) of a file: changes whenever another process replaces it."""
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class AsapPhi(PhiEstimator):
@@ -76,6 +84,7 @@ class AsapPhi(PhiEstimator):
                  cache: int = 4096, pending: int = 128) -> None:
 
         self.path: str | None = None
+        self._stamp: tuple[int, int, int] | None = None  # the trie file as this process last saw it
         self.identity = dict(identity or {})
         if trie is None:
             self.trie = PhiTrie(self.identity)
@@ -87,8 +96,14 @@ class AsapPhi(PhiEstimator):
             self.trie = trie
         elif isinstance(trie, (str, os.PathLike)):
             self.path = os.fspath(trie)
+            if os.path.isdir(self.path):
+                raise InvalidArgumentError(f"trie: {self.path} is a directory, not a trie file")
+            # temp files of this trie left by killed runs (``.<name>.pid<N>.…``, see gad.fileio)
+            cachefile.clean_stale_temps(os.path.dirname(os.path.abspath(self.path)),
+                                        prefix=f".{os.path.basename(self.path)}.pid")
             if os.path.exists(self.path):
                 self.trie = load_trie(self.path, expected=self.identity)
+                self._stamp = _stamp(self.path)
             else:
                 self.trie = PhiTrie(self.identity)
         else:
@@ -99,6 +114,8 @@ class AsapPhi(PhiEstimator):
         self._pending_cap = max(8, int(pending))
         self._recent: dict[tuple[int, ...], int] = {}
         self._pending: dict[int, np.ndarray] = {}
+        self._synced = self.trie.samples  # samples already in the file (learnt here or merged from it)
+        self.merged_samples = 0  # samples other processes added to the file, merged in by flush()
 
     # --- PhiEstimator ---------------------------------------------------------------------------
 
@@ -155,10 +172,47 @@ class AsapPhi(PhiEstimator):
         trie.samples += 1
 
     def flush(self) -> None:
-        """Persist the trie when it was given as a path (atomic: temp file + fsync + rename)."""
-        if self.path is not None:
+        """Persist the trie when it was given as a path, merging what other processes saved meanwhile.
 
-            save_trie(self.trie, self.path)
+        Under an exclusive lock (``filelock`` on ``<path>.lock``), the file is re-read if it changed since
+        this process last read or wrote it, its prefixes are merged into this trie (:meth:`PhiTrie.merge`;
+        its sample count plus the samples learnt here since the last flush), and the result is written
+        atomically (temp file + fsync + rename).  The merged trie equals, node by node, one trie that
+        learnt from all the samples of all the processes (Φ̂ depends only on the set of visited prefixes,
+        see :meth:`PhiTrie.recompute`).  Safe to call repeatedly (checkpoints).
+
+        Raises:
+            OSError: the folder is missing or not writable, or the lock cannot be taken (the in-memory
+                trie is kept; the message names the trie file, not a temporary one).
+            TrieFormatError / TrieMismatchError: the file was replaced by something else meanwhile.
+        """
+        if self.path is None:
+            return
+        path = self.path
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(2, "folder does not exist", folder)
+        try:
+            lock = FileLock(path + ".lock", timeout=600)
+            with lock:
+                new_here = self.trie.samples - self._synced
+                if os.path.exists(path) and _stamp(path) != self._stamp:
+                    disk = load_trie(path, expected=self.identity)
+                    self.trie.merge(disk)
+                    self.merged_samples += max(disk.samples - self._synced, 0)
+                    self.trie.samples = disk.samples + new_here
+                else:
+                    self.trie.recompute()
+                self._recent.clear()
+                save_trie(self.trie, path)
+                self._stamp = _stamp(path)
+                self._synced = self.trie.samples
+        except Timeout as exc:
+            raise OSError(f"{path}: another process holds the trie's lock ({path}.lock) for over 600 s") from exc
+        except OSError as exc:
+            if isinstance(exc, PermissionError) or exc.filename not in (None, path):
+                raise OSError(exc.errno, exc.strerror or str(exc), path) from None
+            raise
 
     # --- internals -----------------------------------------------------------------------------
 

@@ -54,9 +54,14 @@ def grammar_hash(compiled: TokenConstraint) -> str:
 
 def estimator_identity(lm: LanguageModel, compiled: TokenConstraint, prompt_ids: Sequence[int],
                        settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a saved Φ trie is conditioned on: model id, grammar hash, prompt hash, decoding settings.
+    """What a saved Φ trie is conditioned on: model name and fingerprint, grammar hash, prompt hash, decoding
+    settings, vocabulary size and fingerprint.
 
-    ``settings`` keys ``temperature`` (default 1.0), ``top_k`` (None) and ``top_p`` (1.0) are recorded.
+    The model is identified by ``lm.fingerprint`` (config + tokenizer + weights for
+    :class:`gad.models.hf.HFLanguageModel`, see there), not by its name or folder: a trie is refused
+    for another model whose folder has the same name.  A model object without ``fingerprint`` is
+    identified by its name only.  ``settings`` keys ``temperature`` (default 1.0), ``top_k`` (None) and
+    ``top_p`` (1.0) are recorded.
     """
     s = settings or {}
     prompt = np.asarray([int(t) for t in prompt_ids], dtype="<i8").tobytes()
@@ -68,6 +73,8 @@ def estimator_identity(lm: LanguageModel, compiled: TokenConstraint, prompt_ids:
                      "top_k": None if not s.get("top_k") else int(s["top_k"]),
                      "top_p": float(s.get("top_p", 1.0) or 1.0)},
         "vocab_size": int(compiled.vocab_size),
+        "model_fingerprint": str(getattr(lm, "fingerprint", None) or "unknown"),
+        "vocab": compiled.vocab.fingerprint(),
     }
 
 

@@ -17,6 +17,18 @@ from gad.errors import InvalidArgumentError
 _STRIDE = 1 << 32  # child key = node * _STRIDE + token (token ids < 2**32)
 
 
+def _darr(a: np.ndarray) -> array:
+    out = array("d")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return out
+
+
+def _qarr(a: np.ndarray) -> array:
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+    return out
+
+
 class PhiTrie:
     """The ASAp trie: Φ̂ upper bounds over sampled token prefixes.
 
@@ -157,6 +169,101 @@ class PhiTrie:
                 new = min(old, unexplored + ssum[u])
             phi[u] = new
             old_c, new_c, child = old, new, u
+
+    # --- canonical values and merging ----------------------------------------------------------
+
+    def recompute(self) -> None:
+        """Recompute every ``Φ̂``, ``V`` and ``S`` from the trie's structure alone (vectorised, O(n log n)).
+
+        ASAp's ``Φ̂`` after a set of samples is a function of the *set* of visited prefixes with their
+        stored ``p(t|u)``, ``M(u)``, ``E(u)`` and allowed counts (BRIEF §3.3: ``Φ̂(u) = Σ_t p(t|u) Φ̂(u·t)``
+        with unexplored allowed children at 1, bottom-up), not of the order the samples came in: every
+        update along a sample's path recomputes each node on it from its children, and a node's children
+        change only when it is on the path.  The incremental updates of :meth:`update_path` equal this up
+        to float rounding; here children are summed in token order per parent, so two tries holding the
+        same prefixes get bit-identical values however they were built or merged.  Never-expanded nodes
+        keep ``Φ̂ = 1``.
+        """
+        n = len(self)
+        parent = np.frombuffer(self.parent, dtype=np.int64)
+        token = np.frombuffer(self.token, dtype=np.int64)
+        p = np.frombuffer(self.p, dtype=np.float64)
+        mass = np.frombuffer(self.mass, dtype=np.float64)
+        eos = np.frombuffer(self.eos, dtype=np.float64)
+        nallow = np.frombuffer(self.nallow, dtype=np.int64)
+        depth = (parent >= 0).astype(np.int64)  # pointer jumping: O(log depth) vectorised passes
+        anc = np.where(parent >= 0, parent, 0)
+        while anc.any():
+            depth, anc = depth + depth[anc], anc[anc]
+        phi = np.ones(n)
+        vsum = np.zeros(n)
+        ssum = np.zeros(n)
+        nvis = np.bincount(parent[1:], minlength=n).astype(np.int64) if n > 1 else np.zeros(n, dtype=np.int64)
+        order = np.lexsort((token[1:], parent[1:], -depth[1:])) + 1 if n > 1 else np.zeros(0, dtype=np.int64)
+        dsorted = depth[order]
+        level_ends = np.flatnonzero(np.diff(dsorted)) + 1 if order.size else np.zeros(0, dtype=np.int64)
+        bounds = [0, *level_ends.tolist(), order.size]
+        known = ~np.isnan(mass)
+
+        def settle(nodes: np.ndarray) -> None:
+            k = known[nodes]
+            nk = nodes[k]
+            une = np.where(nvis[nk] >= nallow[nk], eos[nk], np.maximum(eos[nk], mass[nk] - vsum[nk]))
+            phi[nk] = np.minimum(1.0, une + ssum[nk])
+
+        for a, b in zip(bounds[:-1], bounds[1:]):  # deepest level first; children of a level are final
+            ch = order[a:b]
+            if ch.size == 0:
+                continue
+            settle(ch[nvis[ch] == 0])  # leaves of this level (inner nodes were settled as parents)
+            par = parent[ch]
+            starts = np.flatnonzero(np.r_[True, par[1:] != par[:-1]])
+            ps = par[starts]
+            vsum[ps] = np.add.reduceat(p[ch], starts)
+            ssum[ps] = np.add.reduceat(p[ch] * phi[ch], starts)
+            settle(ps)
+        if n == 1:
+            settle(np.zeros(1, dtype=np.int64))
+        self.phi = _darr(phi)
+        self.vsum = _darr(vsum)
+        self.ssum = _darr(ssum)
+        self.nvis = _qarr(nvis)
+
+    def merge(self, other: PhiTrie) -> int:
+        """Add to this trie every prefix ``other`` visited that this one has not (with ``other``'s
+        ``p``, ``M``, ``E`` and allowed count), fill in expansions this trie lacks, then :meth:`recompute`.
+
+        Node indices of this trie are kept (new nodes are appended), so estimators holding indices into
+        it stay valid.  ``samples`` is not changed (the caller knows how many samples are new).
+        Returns the number of nodes added.
+        """
+        before = len(self)
+        remap = np.empty(len(other), dtype=np.int64)
+        remap[0] = 0
+        opar, otok, op = other.parent, other.token, other.p
+        omass, oeos, onal = other.mass, other.eos, other.nallow
+        for j in range(len(other)):
+            if j:
+                u = int(remap[opar[j]])
+                t = int(otok[j])
+                c = self._child.get(u * _STRIDE + t)
+                if c is None:
+                    c = self.add_child(u, t, op[j])
+                remap[j] = c
+            i = int(remap[j])
+            if math.isnan(self.mass[i]) and not math.isnan(omass[j]):
+                self.mass[i], self.eos[i], self.nallow[i] = omass[j], oeos[j], onal[j]
+        self.recompute()
+        return len(self) - before
+
+    def canonical(self) -> dict[tuple[int, ...], tuple[float, float, float, float, int]]:
+        """Every node by its token path: ``path -> (p, Φ̂, M, E, allowed count)`` (for comparing tries
+        node by node whatever order their nodes were created in)."""
+        paths: list[tuple[int, ...]] = [()]
+        for i in range(1, len(self)):
+            paths.append(paths[self.parent[i]] + (self.token[i],))
+        return {paths[i]: (self.p[i], self.phi[i], self.mass[i], self.eos[i], self.nallow[i])
+                for i in range(len(self))}
 
     # --- (de)serialisation helpers ------------------------------------------------------------
 

@@ -11,8 +11,13 @@ Layout (little-endian)::
                      every parent before its children)
     digest  32 bytes SHA-256 of header + payload
 
-Loading checks the magic, version, declared size and digest (``TrieFormatError`` on any failure) and
-then the identity (``TrieMismatchError`` when the model, grammar, prompt or decoding settings differ).
+Loading checks the magic, version, declared size and digest, the header's field types and then the
+values (``TrieFormatError`` on any failure: the digest is a plain SHA-256 anyone can recompute, so it
+only catches accidents): Φ̂, ``p``, ``M``, ``E`` in ``[0, 1]`` and not NaN (``M`` NaN = never expanded),
+``E ≤ M``, tokens in ``[0, vocab_size)``, no prefix stored twice, and every Φ̂ equal (to 1e-9 relative)
+to what the trie's own probabilities give (:meth:`PhiTrie.recompute`).  Then the identity
+(``TrieMismatchError`` when the model fingerprint, grammar, prompt, vocabulary or decoding settings
+differ).
 Writing goes to a temporary file in the same folder, is fsync'ed and renamed over the target with
 ``os.replace``: a crash leaves either the previous file or the new one, never half of one.
 Save and load are vectorised (``numpy`` buffers; no per-node pickling): 10^6 nodes take about a
@@ -38,7 +43,7 @@ MAGIC = b"GADPHIT\0"
 FORMAT_VERSION = 1
 _COLUMNS = (("parent", "<i8"), ("token", "<i8"), ("p", "<f8"), ("phi", "<f8"), ("mass", "<f8"),
             ("eos", "<f8"), ("nallow", "<i8"), ("vsum", "<f8"), ("ssum", "<f8"))
-_IDENTITY_KEYS = ("model", "grammar", "prompt", "settings", "vocab_size")
+_IDENTITY_KEYS = ("model", "model_fingerprint", "grammar", "prompt", "settings", "vocab_size", "vocab")
 
 
 def check_identity(found: dict[str, Any], expected: dict[str, Any], where: str = "trie") -> None:
@@ -50,6 +55,70 @@ def check_identity(found: dict[str, Any], expected: dict[str, Any], where: str =
     if bad:
         detail = "; ".join(f"{k}: saved {found.get(k)!r}, now {expected.get(k)!r}" for k in bad)
         raise TrieMismatchError(f"{where} was built for a different {', '.join(bad)} ({detail})")
+
+
+_IDENTITY_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,), "model_fingerprint": (str,), "grammar": (str,), "prompt": (str,), "settings": (dict,),
+    "vocab_size": (int,), "vocab": (str,)}
+
+
+def _check_header_types(header: dict[str, Any], path: str) -> None:
+    """Header fields of the right JSON types (a file with a valid digest can still hold wrong ones)."""
+    def bad(what: str) -> TrieFormatError:
+        return TrieFormatError(f"{path}: corrupted header: {what}")
+
+    if header.get("format") != "gad-phi-trie":
+        raise bad(f"format is {header.get('format')!r}, expected 'gad-phi-trie'")
+    for k in ("n_nodes", "samples"):
+        v = header.get(k, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise bad(f"{k} must be a non-negative integer, got {v!r}")
+    identity = header.get("identity", {})
+    if not isinstance(identity, dict):
+        raise bad(f"identity must be an object, got {type(identity).__name__}")
+    for k, v in identity.items():
+        want = _IDENTITY_TYPES.get(k)
+        if want is not None and (isinstance(v, bool) or not isinstance(v, want)):
+            raise bad(f"identity.{k} must be {want[0].__name__}, got {v!r}")
+
+
+def _check_values(trie: PhiTrie, path: str) -> None:
+    """The value checks of :func:`load_trie` (vectorised); replaces the stored Φ̂ / V / S by the canonical
+    ones (:meth:`PhiTrie.recompute`) once they are found consistent."""
+    def bad(what: str) -> TrieFormatError:
+        return TrieFormatError(f"{path}: invalid trie values: {what}")
+
+    c = trie.columns()
+    n = len(c["parent"])
+    vs = trie.identity.get("vocab_size")
+    tok = c["token"][1:]
+    if tok.size and (tok.min() < 0 or (isinstance(vs, int) and tok.max() >= vs) or tok.max() >= 1 << 32):
+        raise bad(f"token id out of range [0, {vs}) ({int(tok.min())}..{int(tok.max())})")
+    for name in ("p", "phi", "eos", "vsum", "ssum"):
+        a = c[name]
+        if not np.all(np.isfinite(a)):
+            raise bad(f"{name} holds NaN or infinity")
+        if a.size and (a.min() < 0 or a.max() > 1 + 1e-9):
+            raise bad(f"{name} outside [0, 1] ({float(a.min())}..{float(a.max())})")
+    m = c["mass"]
+    known = ~np.isnan(m)
+    if np.any(np.isinf(m)) or np.any(m[known] < 0) or np.any(m[known] > 1 + 1e-9):
+        raise bad("M (allowed mass) outside [0, 1]")
+    if np.any(c["eos"][known] > m[known] + 1e-9) or np.any(c["eos"][~known] != 0):
+        raise bad("EOS mass larger than the allowed mass")
+    if np.any(c["nallow"] < 0):
+        raise bad("negative allowed-token count")
+    if c["p"][0] != 1.0 or c["token"][0] != -1:
+        raise bad("root must have p = 1 and token -1")
+    if n > 1 and len(trie._child) != n - 1:
+        raise bad("a prefix is stored twice")
+    stored = c["phi"]
+    trie.recompute()
+    canon = np.frombuffer(trie.phi, dtype=np.float64)
+    off = np.abs(stored - canon) > 1e-9 * np.maximum(stored, canon) + 1e-15
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise bad(f"Φ̂ of node {i} is {float(stored[i])!r} but the trie's own probabilities give {float(canon[i])!r}")
 
 
 def save_trie(trie: PhiTrie, path: str | os.PathLike[str]) -> None:
@@ -93,6 +162,9 @@ def _parse_header(data: bytes, path: str) -> tuple[dict[str, Any], int]:
         raise TrieFormatError(f"{path}: truncated (header)")
     try:
         header = json.loads(data[16:16 + hlen].decode("utf-8"))
+        if not isinstance(header, dict):
+            raise TypeError("the header is not a JSON object")
+        _check_header_types(header, path)
         n = int(header["n_nodes"])
         columns = [(str(a), str(b)) for a, b in header["columns"]]
     except (ValueError, KeyError, TypeError) as exc:
@@ -124,7 +196,8 @@ def load_trie(path: str | os.PathLike[str], expected: dict[str, Any] | None = No
     Args:
         expected: identity fields the trie must match (model, grammar, prompt, settings, vocab_size).
     Raises:
-        TrieFormatError: not a trie file, unknown version, truncated, or checksum mismatch.
+        TrieFormatError: not a trie file, unknown version, truncated, checksum mismatch, header fields of
+            the wrong types, or invalid values (see the module docstring).
         TrieMismatchError: saved for another model / grammar / prompt / decoding setting.
     """
     path = os.fspath(path)
@@ -149,6 +222,8 @@ def load_trie(path: str | os.PathLike[str], expected: dict[str, Any] | None = No
         cols[name] = np.frombuffer(data, dtype=dt, count=n, offset=off)
         off += np.dtype(dt).itemsize * n
     try:
-        return PhiTrie.from_columns(cols, identity=identity, samples=int(header.get("samples", 0)))
+        trie = PhiTrie.from_columns(cols, identity=identity, samples=int(header.get("samples", 0)))
     except InvalidArgumentError as exc:
         raise TrieFormatError(f"{path}: {exc}") from exc
+    _check_values(trie, path)
+    return trie

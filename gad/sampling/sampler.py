@@ -20,7 +20,7 @@ they stood when the batch started; the trie learns from the batch's samples afte
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,11 +37,15 @@ from gad.types import Sample
 def sample_rows(lm: LanguageModel, compiled: TokenConstraint, estimator: PhiEstimator,
                 prompt_ids: Sequence[int], *, n: int, seed: int, max_new_tokens: int, batch_size: int,
                 temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                progress: Any = None) -> list[Sample]:
+                progress: Any = None, first_index: int = 0,
+                on_batch: Callable[[list[Sample]], None] | None = None) -> list[Sample]:
     """Draw ``n`` samples from ``Q̂ ∝ p^(1/T) · Φ̂`` in batches of ``batch_size`` rows.
 
     The estimator learns (``observe``) from each batch's samples after the batch ends and is flushed
     at the end.  Arguments are checked by :func:`gad.api.sample`, the public entry point.
+    ``first_index``: the samples are numbers ``first_index … first_index + n − 1`` of the run (sample
+    ``i`` draws from ``sample_rng(seed, i)``), so a run can be continued where it stopped.
+    ``on_batch(samples)`` is called after each batch has been learnt from (to write or checkpoint them).
     Returns:
         ``n`` :class:`gad.types.Sample`, in order.
     Raises:
@@ -50,14 +54,17 @@ def sample_rows(lm: LanguageModel, compiled: TokenConstraint, estimator: PhiEsti
     bar, own_bar = _progress(progress, n)
     samples: list[Sample] = []
     try:
-        for start in range(0, n, batch_size):
-            rows = list(range(start, min(n, start + batch_size)))
+        end = first_index + n
+        for start in range(first_index, end, batch_size):
+            rows = list(range(start, min(end, start + batch_size)))
             batch = _sample_batch(lm, compiled, estimator, list(prompt_ids), rows, seed, max_new_tokens,
                                   temperature, top_k, top_p, bar)
             for smp in batch:  # the estimates change only after the whole batch (documented above)
                 estimator.observe(smp.token_ids + ([smp.eos_id] if smp.finished and smp.eos_id is not None
                                                    else []), smp.finished)
             samples.extend(batch)
+            if on_batch is not None:
+                on_batch(batch)
     finally:
         if own_bar:
             bar.close()

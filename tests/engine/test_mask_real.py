@@ -182,7 +182,7 @@ def test_compile_cache_round_trip(vocab, tmp_path) -> None:
 
     compiler._MEMO.clear()
     a = gad.compile(g, vocab, cache_dir=tmp_path)
-    assert list((tmp_path / "compiled").glob("*.pkl"))
+    assert list((tmp_path / "compiled").glob("*.npz"))
     assert gad.compile(g, vocab, cache_dir=tmp_path) is a  # same process: the same object
     compiler._MEMO.clear()
     b = gad.compile(g, vocab, cache_dir=tmp_path)  # from the disk cache

@@ -149,12 +149,12 @@ def test_corrupt_compile_cache_is_rebuilt(tmp_path: Path, content: str) -> None:
     want = _brute_mask(g, v, ["a", "b", "c", " "], 3)
     compiler._MEMO.clear()
     gad.compile(g, v, cache_dir=tmp_path)
-    (f,) = (tmp_path / "compiled").glob("*.pkl")
+    (f,) = (tmp_path / "compiled").glob("*.npz")
     if content == "other-grammar":  # a valid cache file of another grammar under this key
         other = tmp_path / "other"
         compiler._MEMO.clear()
         gad.compile(Grammar.from_string('start: "b"+'), v, cache_dir=other)
-        shutil.copy(next((other / "compiled").glob("*.pkl")), f)
+        shutil.copy(next((other / "compiled").glob("*.npz")), f)
     elif content == "dict":
         f.write_bytes(pickle.dumps({"vocab_size": 3}))
     elif content == "list":

@@ -254,7 +254,13 @@ def test_large_trie_round_trip(tmp_path) -> None:
             "nallow": rng.integers(0, 9, n), "vsum": rng.random(n), "ssum": rng.random(n)}
     # make (parent, token) unique
     cols["token"] = np.concatenate([[-1], np.arange(1, n)])
+    sib = np.bincount(parent[1:], weights=cols["p"][1:], minlength=n)
+    cols["p"][1:] *= 0.9 / sib[parent[1:]]  # siblings' probabilities sum to 0.9 <= 1
+    cols["p"][0] = 1.0
+    cols["eos"] = cols["mass"] * rng.random(n)  # E <= M, as a real expansion gives
     t = PhiTrie.from_columns(cols, identity={"model": "x"})
+    t.recompute()  # consistent Φ̂ / V / S (load_trie refuses values its own probabilities contradict)
+    cols = t.columns()
     save_trie(t, tmp_path / "big.trie")
     back = load_trie(tmp_path / "big.trie", expected={"model": "x"})
     for k in cols:
