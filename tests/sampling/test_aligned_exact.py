@@ -16,7 +16,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gad.aligned import (
+from gad.engine.vocab import Vocabulary
+from gad.phi import make_estimator
+from gad.phi.exact import enumerate_language
+from gad.phi.trie import PhiTrie
+from gad.sampling.aligned import (
     NodeLaw,
     TrieProposer,
     asap_sample,
@@ -25,13 +29,9 @@ from gad.aligned import (
     step_law,
     truncation_log_probs,
 )
-from gad.eval.regex_grammar import regex_grammar
-from gad.eval.toys import gad_binary, hashed_lm, tiny_finite
-from gad.phi import make_estimator
-from gad.phi.asap import PhiTrie
-from gad.phi.exact import enumerate_language
-from gad.smc import Randomness, smc, systematic_resample
-from gad.vocab import Vocabulary
+from gad.sampling.smc import Randomness, smc, systematic_resample
+from gad.testing.regex_grammar import regex_grammar
+from gad.testing.toys import gad_binary, hashed_lm, tiny_finite
 
 
 def _hashed_finite():
@@ -126,7 +126,7 @@ def test_proposer_records_the_enumerated_q_and_a() -> None:
     budget = 5
     trie = _trie_after(lm, cg, 6, seed=1, budget=budget)
     table = {(p[0], p[1]): p for p in suffix_paths(lm, cg, trie, budget)}
-    est = make_estimator("asap", lm=lm, compiled=cg, prompt_ids=[], trie=trie)
+    est = make_estimator("asap", lm, cg, [], trie=trie)
     prop = TrieProposer(lm, cg, [], est, learn=False, max_new_tokens=budget)
     for i in range(40):
         p = prop.propose(np.random.default_rng([7, i]))
@@ -204,7 +204,7 @@ def test_mcmc_kernel_leaves_q_star_invariant(move, toy, k) -> None:
 
 
 def test_mcmc_sampler_runs_every_move_and_reports() -> None:
-    from gad.aligned import mcmc_sample
+    from gad.sampling.aligned import mcmc_sample
 
     lm, cg = gad_binary()
     for move in ("restart", "uniform", "priority"):
@@ -260,7 +260,7 @@ def test_smc_z_hat_unbiased_exactly(toy, particles, est_name, k, threshold) -> N
     lm, cg = make()
     e = enumerate_language(lm, cg, [], max_len=budget - 1)
     trie = _trie_after(lm, cg, k, seed=3, budget=budget) if est_name == "asap" else None
-    est = make_estimator(est_name, lm=lm, compiled=cg, prompt_ids=[], trie=trie, settings={"batch_size": 8})
+    est = make_estimator(est_name, lm, cg, [], trie=trie, settings={"batch_size": 8})
     script: list[int] = []
     total_p = expect = 0.0
     runs = 0
@@ -285,7 +285,7 @@ def test_smc_z_hat_unbiased_exactly(toy, particles, est_name, k, threshold) -> N
 
 def test_smc_with_exact_phi_has_unit_weights() -> None:
     lm, cg = tiny_finite()
-    est = make_estimator("exact", lm=lm, compiled=cg, prompt_ids=[], settings={"exact_max_len": 3})
+    est = make_estimator("exact", lm, cg, [], settings={"exact_max_len": 3})
     e = enumerate_language(lm, cg, [], max_len=3)
     res = smc(lm, cg, [], est, particles=16, max_new_tokens=4, seed=2)
     lw = np.array([s.log_weight for s in res.particles])

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import gad
-from gad.aligned import TrieProposer, rejection_sample
 from gad.phi import make_estimator
-from gad.phi.asap import PhiTrie
 from gad.phi.exact import enumerate_language
+from gad.phi.trie import PhiTrie
+from gad.sampling.aligned import TrieProposer, rejection_sample
 
 GRAMMAR = 'root   ::= "00000" | "1"s\ns      ::= "0" | "1" | "0"s | "1"s\n'
 PROMPT = "Write a binary string (digits 0 and 1 only). Answer with the string only."
@@ -56,7 +56,7 @@ def test_rs_chi_square_against_enumerated_q_star(setup) -> None:
 
 def test_trie_cache_equals_fresh_model_calls(setup) -> None:
     lm, cg, pid, _ = setup
-    est = make_estimator("asap", lm=lm, compiled=cg, prompt_ids=pid, trie=PhiTrie())
+    est = make_estimator("asap", lm, cg, pid, trie=PhiTrie())
     prop = TrieProposer(lm, cg, pid, est, max_new_tokens=6)
     for i in range(40):
         prop.observe(prop.propose(np.random.default_rng([4, i])))

@@ -15,12 +15,12 @@ import math
 import numpy as np
 import pytest
 
-from gad.aligned import TrieProposer, asap_sample, mcmc_sample, rejection_sample
-from gad.eval.regex_grammar import regex_grammar
-from gad.eval.toys import gad_binary, hashed_lm, tiny_finite
+from gad.engine.vocab import Vocabulary
 from gad.phi import make_estimator
-from gad.phi.asap import PhiTrie
-from gad.vocab import Vocabulary
+from gad.phi.trie import PhiTrie
+from gad.sampling.aligned import TrieProposer, asap_sample, mcmc_sample, rejection_sample
+from gad.testing.regex_grammar import regex_grammar
+from gad.testing.toys import gad_binary, hashed_lm, tiny_finite
 
 
 def _ab():
@@ -34,7 +34,7 @@ TOYS = [tiny_finite, gad_binary, _ab]
 @pytest.mark.parametrize("make", TOYS)
 def test_cached_distributions_equal_fresh_model_calls(make) -> None:
     lm, cg = make()
-    est = make_estimator("asap", lm=lm, compiled=cg, prompt_ids=[], trie=PhiTrie())
+    est = make_estimator("asap", lm, cg, [], trie=PhiTrie())
     prop = TrieProposer(lm, cg, [], est, max_new_tokens=8)
     for i in range(30):
         prop.observe(prop.propose(np.random.default_rng([1, i])))
@@ -109,7 +109,7 @@ def test_estimator_invariants(make, method) -> None:
     lm, cg = make()
     eos_ids = np.asarray(sorted(cg.vocab.eos_ids))
     settings = {"exact_max_len": 6, "batch_size": 1}
-    est = make_estimator(method, lm=lm, compiled=cg, prompt_ids=[], trie=PhiTrie() if method == "asap" else None,
+    est = make_estimator(method, lm, cg, [], trie=PhiTrie() if method == "asap" else None,
                          settings=settings)
     rng = np.random.default_rng(0)
     seen: dict[tuple[int, ...], np.ndarray] = {}
@@ -142,7 +142,7 @@ def test_asap_trie_phi_never_increases_and_bounds_z() -> None:
     """Along learning, every node's Φ̂ only decreases, stays in [0, 1], and Φ̂(u) ≥ Z(u) (so a(w) ≤ 1)."""
     lm, cg = _ab()
     trie = PhiTrie()
-    est = make_estimator("asap", lm=lm, compiled=cg, prompt_ids=[], trie=trie)
+    est = make_estimator("asap", lm, cg, [], trie=trie)
     prop = TrieProposer(lm, cg, [], est, max_new_tokens=7)
     prev = np.array(trie.phi)
     for i in range(60):

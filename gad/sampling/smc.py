@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from .aligned import Compute
-from .errors import InvalidArgumentError, TokenRejectedError
-from .results import Sample
+from gad.errors import InvalidArgumentError, TokenRejectedError
+from gad.phi.registry import make_estimator
+from gad.sampling.aligned import Compute
+from gad.sampling.rng import sample_rng
+from gad.types import Sample
 
 __all__ = ["SMCResult", "Randomness", "smc", "smc_sample", "systematic_resample", "log_ess"]
 
@@ -65,11 +67,11 @@ class Randomness:
     """
 
     def __init__(self, seed: int, n: int) -> None:
-        self.rngs = [np.random.default_rng([int(seed), i]) for i in range(n)]
+        self.rngs = [sample_rng(seed, i) for i in range(n)]
         self.resampler = np.random.default_rng([int(seed), 2**32 - 1])
 
     def token(self, slot: int, cdf: np.ndarray) -> int:
-        """Index into ``cdf`` (cumulative weights, last > 0) by inverse CDF (``gad.sampling.draw``'s rule)."""
+        """Index into ``cdf`` (cumulative weights, last > 0) by inverse CDF (``gad.sampling.dist.draw``'s rule)."""
         u = float(self.rngs[slot].random())
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)
 
@@ -244,8 +246,8 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
     for i in range(n):
         text = vocab.decode(tokens[i]).decode("utf-8", errors="replace")
         s = Sample(text=text, token_ids=list(tokens[i]), logprob=float(logp_sum[i]), finished=bool(finished[i]),
-                   method=method, stats={"eos_id": int(eos_of[i]) if finished[i] else None, "index": i},
-                   log_weight=float(log_acc + lw[i]) if finished[i] else -math.inf, log_z0=log_z0)
+                   method=method, eos_id=int(eos_of[i]) if finished[i] else None, index=i,
+                   log_weight=float(log_acc + lw[i]) if finished[i] else -math.inf, log_z0=log_z0, stats={})
         out.append(s)
     return SMCResult(particles=out, log_z_hat=log_z_hat, ess=ess, resamples=resamples, compute=comp)
 
@@ -274,15 +276,14 @@ def smc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, see
     n_part = int(particles or n)
     est = estimator
     if isinstance(estimator, str):
-        from .phi import make_estimator
-
-        est = make_estimator(estimator, lm=lm, compiled=compiled, prompt_ids=list(prompt_ids),
-                             trie=trie if estimator == "asap" else None, settings={"batch_size": n_part})
+        est = make_estimator(estimator, lm, compiled, list(prompt_ids), trie=trie if estimator == "asap" else None,
+                             settings={"batch_size": n_part})
     res = smc(lm, compiled, prompt_ids, est, particles=n_part, seed=seed, max_new_tokens=max_new_tokens,
               ess_threshold=ess_threshold, method="smc")
     eos_default = int(lm.vocab.eos_ids[0])
     for s in res.particles:  # the estimator (an ASAp trie) learns from every particle
-        est.observe(s.token_ids + ([s.stats["eos_id"] or eos_default] if s.finished else []), s.finished)
+        est.observe(s.token_ids + ([s.eos_id if s.eos_id is not None else eos_default] if s.finished else []),
+                    s.finished)
     flush = getattr(est, "flush", None)
     if callable(flush):
         flush()
@@ -295,8 +296,8 @@ def smc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, see
         for k, i in enumerate(idx.tolist()):
             p = res.particles[i]
             out.append(Sample(text=p.text, token_ids=list(p.token_ids), logprob=p.logprob, finished=p.finished,
-                              method="smc", stats={**p.stats, "index": k, "particle": i}, log_weight=0.0,
-                              log_z0=None))
+                              method="smc", eos_id=p.eos_id, index=k, log_weight=0.0, log_z0=None,
+                              stats={"particle": i}))
     else:
         out = res.particles
     total = res.compute.as_dict()

@@ -29,7 +29,7 @@ distributions the model computed; the prompt pass excluded), ``model_positions``
 processed, cache extensions included) and ``prompt_passes``.
 
 Sampling draws the token from the sparse weights with the same inverse-CDF rule as
-:func:`gad.sampling.draw` over the full vocabulary, so with the same uniforms the cached and uncached
+:func:`gad.sampling.dist.draw` over the full vocabulary, so with the same uniforms the cached and uncached
 proposers return the same samples (exactly on toy models; up to float noise between a one-token and a
 multi-token forward pass on real ones).
 """
@@ -44,9 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, TokenRejectedError
-from .phi.asap import PhiTrie
-from .results import Sample
+from gad.errors import InvalidArgumentError, TokenRejectedError
+from gad.phi.registry import make_estimator
+from gad.phi.trie import PhiTrie
+from gad.sampling.rng import sample_rng
+from gad.types import Sample
 
 __all__ = ["Compute", "NodeLaw", "Proposal", "TrieProposer", "step_law", "rejection_sample", "asap_sample",
            "mcmc_sample", "truncation_log_probs", "mh_log_ratio", "MCMC_MOVES"]
@@ -188,7 +190,7 @@ class TrieProposer:
             frozen (a fresh frozen trie gives GCD's law, with cached model outputs).
         cache: keep each expanded node's sparse next-token distribution and descend cached nodes
             without the model; False runs the model at every step of every proposal (a fresh batch-1
-            session per proposal, like :func:`gad.sampling.sample`).
+            session per proposal, like :func:`gad.sampling.sampler.sample_rows`).
         max_new_tokens: token budget per sample, EOS included.
     Attributes:
         compute: the :class:`Compute` spent so far.
@@ -393,22 +395,17 @@ class TrieProposer:
             flush()
 
 
-def _to_sample(prop: Proposal, vocab: Any, method: str, log_weight: float | None, log_z0: float | None,
-               stats: dict[str, Any]) -> Sample:
+def _to_sample(prop: Proposal, vocab: Any, method: str, index: int, log_weight: float | None,
+               log_z0: float | None, stats: dict[str, Any]) -> Sample:
     text = vocab.decode(prop.tokens).decode("utf-8", errors="replace")
-    s = Sample(text=text, token_ids=list(prop.tokens), logprob=prop.logprob, finished=prop.finished,
-               method=method, stats={"eos_id": prop.eos_id if prop.finished else None, **stats})
-    s.log_weight = log_weight
-    s.log_z0 = log_z0
-    return s
+    return Sample(text=text, token_ids=list(prop.tokens), logprob=prop.logprob, finished=prop.finished,
+                  method=method, eos_id=prop.eos_id if prop.finished else None, index=index,
+                  dead_end=prop.dead_end, log_weight=log_weight, log_z0=log_z0, stats=stats)
 
 
 def _make_proposer(lm: Any, compiled: Any, prompt_ids: Sequence[int], trie: Any, max_new_tokens: int,
                    cache: bool, learn: bool = True) -> TrieProposer:
-    from .phi import make_estimator
-
-    est = make_estimator("asap", lm=lm, compiled=compiled, prompt_ids=list(prompt_ids), trie=trie,
-                         settings={"batch_size": 1})
+    est = make_estimator("asap", lm, compiled, list(prompt_ids), trie=trie, settings={"batch_size": 1})
     return TrieProposer(lm, compiled, prompt_ids, est, learn=learn, cache=cache, max_new_tokens=max_new_tokens)
 
 
@@ -427,10 +424,9 @@ def asap_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, se
     try:
         for i in range(n):
             before = Compute(**prop.compute.as_dict())
-            p = prop.propose(np.random.default_rng([int(seed), int(i)]))
+            p = prop.propose(sample_rng(seed, i))
             prop.observe(p)
-            out.append(_to_sample(p, lm.vocab, "asap", p.log_a, p.log_z0, {
-                "index": i, **_delta(before, prop.compute), **({"dead_end": True} if p.dead_end else {})}))
+            out.append(_to_sample(p, lm.vocab, "asap", i, p.log_a, p.log_z0, _delta(before, prop.compute)))
             if progress:
                 progress.update(1)
     finally:
@@ -481,7 +477,7 @@ def rejection_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: in
                 raise InvalidArgumentError(
                     f"rs: {len(out)} of {n} samples accepted after max_proposals={limit} proposals "
                     f"(acceptance rate {len(out) / max(j, 1):.2e}); raise max_proposals or the token budget")
-            rng = np.random.default_rng([int(seed), int(j)])
+            rng = sample_rng(seed, j)
             p = prop.propose(rng)
             j += 1
             since += 1
@@ -489,8 +485,8 @@ def rejection_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: in
             accept = p.finished and float(rng.random()) < math.exp(min(0.0, p.log_a))
             prop.observe(p)
             if accept:
-                out.append(_to_sample(p, lm.vocab, "rs", 0.0, None, {
-                    "index": len(out), "proposals": since, "proposal_log_weight": p.log_a,
+                out.append(_to_sample(p, lm.vocab, "rs", len(out), 0.0, None, {
+                    "proposals": since, "proposal_log_weight": p.log_a,
                     "proposal_log_z0": p.log_z0, **_delta(before, prop.compute)}))
                 before = Compute(**prop.compute.as_dict())
                 since = 0
@@ -582,7 +578,7 @@ def mcmc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, se
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise InvalidArgumentError(f"mcmc steps must be a non-negative integer, got {steps!r}")
     prop = _make_proposer(lm, compiled, prompt_ids, trie, max_new_tokens, cache, learn=learn)
-    rngs = [np.random.default_rng([int(seed), int(c)]) for c in range(n)]
+    rngs = [sample_rng(seed, c) for c in range(n)]
     chains: list[_Chain] = []
     try:
         for c in range(n):
@@ -615,8 +611,8 @@ def mcmc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, se
                 prop.observe(new)
         out = []
         for c, ch in enumerate(chains):
-            out.append(_to_sample(ch.prop, lm.vocab, f"mcmc-{move}", 0.0, None, {
-                "index": c, "steps": ch.steps, "accept_rate": ch.accepted / ch.steps if ch.steps else None}))
+            out.append(_to_sample(ch.prop, lm.vocab, "mcmc", c, 0.0, None, {
+                "move": move, "steps": ch.steps, "accept_rate": ch.accepted / ch.steps if ch.steps else None}))
             if progress:
                 progress.update(1)
     finally:
