@@ -299,3 +299,33 @@ def test_node_law_q_sums_to_one() -> None:
     assert law.q().sum() == pytest.approx(1.0)
     assert law.log_z == pytest.approx(math.log(0.6))
     assert isinstance(law, NodeLaw)
+
+
+@pytest.mark.parametrize("method", ["gcd", "asap", "onestep"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_batch_sampler_weights_equal_enumerated_a(method, batch) -> None:
+    """gad.sample's recorded log a(w) and log Z(u_0) equal the enumerated ones of the law it sampled
+    (GCD: a(w) = Π_{i≥1} M(u_i)), and E_q[Z(u_0) a(w)] = Z_G holds for them."""
+    import gad
+
+    lm, cg = _hashed_finite()
+    budget = 5
+    s = gad.sample(lm, cg, [], n=12, method=method, seed=4, max_new_tokens=budget, batch_size=batch)
+    if method == "gcd":
+        table = {(p[0], p[1]): p for p in suffix_paths(lm, cg, PhiTrie(), budget)}
+        for x in s:
+            toks, fin, lq, la, lz0 = table[(tuple(x.token_ids), x.finished)]
+            assert x.log_z0 == pytest.approx(lz0, abs=1e-12)
+            assert x.log_weight == (pytest.approx(la, abs=1e-12) if fin else -math.inf)
+    for x in s:
+        assert x.log_weight is not None and x.log_z0 is not None
+        assert x.log_weight <= 1e-12
+        steps = len(x.token_ids) - (0 if x.finished else 1)  # a budget-cut sample's last token is not fed
+        if method == "onestep":  # plus one look-ahead row per candidate child
+            assert x.stats["model_rows"] > steps
+        elif method == "asap" and batch == 1:  # the trie proposer: cached nodes cost no row
+            assert x.stats["model_rows"] <= steps
+        else:
+            assert x.stats["model_rows"] == steps  # one distribution per step after the prompt pass
+    t = gad.sample(lm, cg, [], n=4, method=method, seed=4, max_new_tokens=budget, batch_size=batch, top_k=2)
+    assert all(x.log_weight is None and x.log_z0 is None for x in t)

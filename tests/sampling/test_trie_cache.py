@@ -157,3 +157,27 @@ def test_asap_trie_phi_never_increases_and_bounds_z() -> None:
     for node in list(prop._dist):
         law = prop.law(node, [])
         assert math.exp(law.log_z) <= trie.phi[node] * (1 + 1e-12) + 1e-15
+
+
+def test_trie_sums_stay_exact_on_forced_chains_of_improbable_tokens() -> None:
+    """json-finite under the char-level toy: long forced chains with p ~ 1e-2 per token, Φ̂ down to
+    1e-118.  Every node's running sum S(u) equals the exact Σ p·Φ̂ over its children (a fixed 1e-8
+    cancellation threshold let it drift far above it, so a(w) never reached 1 and rs never accepted)."""
+    from gad.eval.harness import toy_model
+    from gad.eval.tasks import get_task
+
+    lm = toy_model()
+    cg = get_task("json-finite").compile(lm.vocab)
+    est = make_estimator("asap", lm, cg, [], trie=PhiTrie())
+    prop = TrieProposer(lm, cg, [], est, max_new_tokens=48)
+    for i in range(40):
+        prop.observe(prop.propose(np.random.default_rng([0, i])))
+    trie = prop.trie
+    assert trie.root_phi < 1e-100
+    for u in range(len(trie)):
+        kids = list(trie.children(u))
+        if kids:
+            exact = math.fsum(trie.p[c] * trie.phi[c] for c in kids)
+            assert trie.ssum[u] == pytest.approx(exact, rel=1e-9, abs=0)
+    s = rejection_sample(lm, cg, [], n=5, seed=1, max_new_tokens=48)
+    assert s[-1].stats["proposals_total"] < 200
