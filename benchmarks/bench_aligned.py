@@ -162,7 +162,7 @@ def run_per_checkpoint(lm: Any, compiled: Any, prompt_ids: list[int], method: st
                        "model_positions": int(comp.get("model_positions", 0)), "seconds": secs,
                        "ess": ess(lw), **({"log_z_hat": samples[-1].stats["log_z_hat"]}
                                           if "log_z_hat" in samples[-1].stats else {})})
-    return {"method": method, "points": points, "options": {k: v for k, v in opts.items() if k != "progress"}}
+    return {"method": method, "points": points, "options": opts.get("options", {})}
 
 
 def run_peer(spec: dict[str, Any], q: dict[str, float], python: Path) -> dict[str, Any]:
@@ -298,11 +298,11 @@ def main(argv: list[str] | None = None) -> int:
             r = run_sequential(lm, compiled, prompt_ids, m, args.n, budget, ks, q, args.seed)
         elif m == "smc":
             r = run_per_checkpoint(lm, compiled, prompt_ids, m, run_ks, budget, q, args.seed,
-                                   estimator=args.smc_estimator)
+                                   options={"proposal": args.smc_estimator})
             r["label"] = f"smc ({args.smc_estimator})"
         elif m == "mcmc":
             r = run_per_checkpoint(lm, compiled, prompt_ids, m, run_ks, budget, q, args.seed,
-                                   steps=args.mcmc_steps, move=args.mcmc_move)
+                                   options={"steps": args.mcmc_steps, "move": args.mcmc_move})
             r["label"] = f"mcmc ({args.mcmc_move}, {args.mcmc_steps} steps)"
         else:
             raise SystemExit(f"unknown method {m}")
