@@ -250,6 +250,34 @@ def plot(results: list[dict[str, Any]], floor: dict[str, Any], path: str, title:
     fig.savefig(path, dpi=120)
 
 
+def bookkeeping_overhead(vocab: int, batch: int = 8, reps: int = 200, seed: int = 0) -> dict[str, float]:
+    """Time of the weight bookkeeping the batched sampler adds per step (the row sums of the weights and
+    O(batch) scalar logs) against the sampling work it already does per step (``constrained_weights``
+    + ``draw``), on ``(batch, vocab)`` arrays; microseconds per step."""
+    from gad.sampling.dist import constrained_weights, draw
+
+    rng = np.random.default_rng(seed)
+    lp = np.log(rng.dirichlet(np.full(vocab, 0.3), size=batch))
+    phis = (rng.random((batch, vocab)) < 0.05).astype(np.float64)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        w = constrained_weights(lp, phis)
+        chosen = draw(w, rng.random(batch))
+    base = (time.perf_counter() - t0) / reps
+    t0 = time.perf_counter()
+    acc = 0.0
+    for _ in range(reps):
+        wsum = w.sum(axis=1)
+        for j in range(batch):
+            t = int(chosen[j])
+            if w[j, t] > 0:
+                acc += float(lp[j, t] + math.log(phis[j, t]) - math.log(w[j, t]) + math.log(wsum[j]))
+                acc -= math.log(phis[j, t])
+    extra = (time.perf_counter() - t0) / reps
+    return {"vocab": vocab, "batch": batch, "sampling_us_per_step": base * 1e6, "weights_us_per_step": extra * 1e6,
+            "weights_over_sampling": extra / base}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="KL/TV to Q* against model rows and wall time (issue 10)")
     p.add_argument("--task", default="binary/string_start_w_1_all_0")
@@ -270,7 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--out", default=None, help="write the JSON result here")
     p.add_argument("--plot", default=None, help="write the KL-vs-rows plot here (PNG)")
+    p.add_argument("--only-bookkeeping", action="store_true",
+                   help="only time the weight bookkeeping against the per-step sampling work (no model)")
     args = p.parse_args(argv)
+    if args.only_bookkeeping:
+        print(json.dumps(bookkeeping_overhead(49152)))
+        return 0
 
     import torch
 
@@ -325,10 +358,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"# peer skipped: {args.peer_python} not found", file=sys.stderr)
     floor = iid_floor(q, sorted(set(ks) | set(run_ks)), args.floor_reps, args.seed)
+    over = bookkeeping_overhead(lm.vocab_size)
+    gcd = next((r for r in results if r["method"] == "gcd"), None)
+    if gcd is not None and gcd["points"]:
+        last = gcd["points"][-1]
+        per_token = last["seconds"] / max(last["model_rows"], 1)  # one row per generated token (batched)
+        over["weights_over_gcd_token"] = over["weights_us_per_step"] / over["batch"] * 1e-6 / per_token
     out = {"task": args.task, "model": str(getattr(lm, "name", "?")), "Z": e.Z, "support": len(q),
            "max_len": args.max_len, "budget": budget, "threads": args.threads, "results": results,
-           "floor": floor, "ratios": ratios(results)}
-    print(json.dumps({"floor": floor, "ratios": out["ratios"]}), flush=True)
+           "floor": floor, "ratios": ratios(results), "bookkeeping": over}
+    print(json.dumps({"floor": floor, "ratios": out["ratios"], "bookkeeping": over}), flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(out, indent=1), encoding="utf-8")
