@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({k: v for k, v in r.items()}), flush=True)
     if not args.no_peer:
         if Path(args.peer_python).is_file():
-            from gad.hf import _resolve_model_dir
+            from gad.models.hf import _resolve_model_dir
 
             g = gad.Grammar.from_file(task.grammar_path) if task.grammar_path else None
             lark = ((f"start: {g.start}\n" if g.start != "start" else "") + g.lark_text) if g else None
