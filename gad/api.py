@@ -67,8 +67,8 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            compiled: TokenConstraint | None = None, cache_dir: str | os.PathLike[str] | None = None,
            progress: Any = False, speculative: Speculation | Any = None, draft_k: int = 4, tree: Any = None,
-           accept: str = "lossless", log: bool = False, domain: str | None = None, first_index: int = 0,
-           on_batch: Any = None) -> list[Sample]:
+           accept: str = "lossless", log: bool = False, domain: str | None = None,
+           options: dict[str, Any] | None = None, first_index: int = 0, on_batch: Any = None) -> list[Sample]:
     """Draw ``n`` grammatical samples from ``lm`` under ``grammar``.
 
     Args:
@@ -96,6 +96,13 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
         speculative: a :class:`gad.speculative.Speculation`, or a drafter (name such as ``"forced+ngram"``,
             ``"self:8"``, a model path, or a drafter object), in which case ``draft_k``, ``tree``,
             ``accept``, ``log`` and ``domain`` complete it (see :class:`~gad.speculative.Speculation`).
+        options: method-specific options (:attr:`gad.sampling.methods.Method.options`):
+            ``rs``: ``max_proposals`` (default ``1000·n``), ``trie_cache`` (True);
+            ``smc``: ``particles`` (default ``n``), ``ess_threshold`` (0.5), ``proposal`` (Φ estimator:
+            ``gcd`` default, ``asap``, ``onestep``, ``exact``), ``draws`` (False: return the weighted
+            particles; True: ``n`` draws resampled from them);
+            ``mcmc``: ``steps`` (10 per chain; ``n`` chains), ``move`` (``restart``, ``uniform`` default,
+            ``priority``), ``trie_cache``; ``asap``: ``trie_cache``.
         first_index: number of the first sample (non-negative; ``gad sample --out`` continues an
             interrupted run with it).  ``on_batch(samples)``: called after each batch (a callable).
             Both only with a Φ-estimator object as ``method`` (without ``speculative``).
@@ -141,8 +148,16 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
             raise InvalidArgumentError(f"trie: method {name} uses no Φ̂ trie (methods with one: asap, …)")
         bs = int(batch_size or m.default_batch or min(n, 8))
         est = None
+    opts = dict(options or {})
+    allowed = () if est is not None else m.options
+    unknown = sorted(set(opts) - set(allowed))
+    if unknown:
+        raise InvalidArgumentError(f"options: {', '.join(unknown)} mean nothing to method {name} "
+                                   f"(its options: {', '.join(allowed) or 'none'})")
+    if opts and spec is not None:
+        raise InvalidArgumentError("options: method options do not apply to speculative decoding")
     settings: dict[str, Any] = {"temperature": float(temperature), "top_k": top_k, "top_p": top_p,
-                                "batch_size": bs}
+                                "batch_size": bs, "options": opts}
 
     if spec is not None:
         if temperature != 1.0 or top_k is not None or top_p is not None:

@@ -22,9 +22,12 @@ class Sample:
         index: the sample's number in its run (its random stream, :func:`gad.sampling.rng.sample_rng`).
         dead_end: True when no allowed token had positive weight (only possible with top-k/top-p or a
             model that gives every allowed token probability 0).
-        log_weight: ``log a(w)``, the exact importance weight of a Φ̂-reweighted sample (BRIEF §6),
-            nats; None for samplers that do not track it.
-        log_z0: ``log Z(u_0)`` at the prompt, nats (BRIEF §6); None when not tracked.
+        log_weight: ``log a(w) = Σ_{i≥1} log Z(u_i)/Φ̂(u_i)``, the exact importance weight of a
+            Φ̂-reweighted sample (BRIEF §6), nats: ``exp(log_z0 + log_weight)`` has expectation ``Z_G``;
+            ``-inf`` for an unfinished sample (not in L); 0 for exact draws of ``Q*`` (``rs``, ``mcmc``,
+            ``smc`` draws); an SMC particle's final log weight (resampling factors included); None when
+            the law sampled has no such weight (temperature ≠ 1, top-k / top-p, speculative decoding).
+        log_z0: ``log Z(u_0)`` at the prompt, nats (BRIEF §6); None when not tracked or for exact draws.
         stats: method-specific figures (forward passes, acceptance counts, acceptance log, …).
     """
 

@@ -57,9 +57,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_LINE_KEYS = ("kl_final", "tv_final", "share_finished", "valid_rate", "acceptance_rate", "mean_accepted",
+_LINE_KEYS = ("kl_final", "tv_final", "kl_snis", "ess", "model_rows", "model_positions", "prompt_passes", "seconds",
+              "share_finished", "valid_rate", "acceptance_rate", "mean_accepted",
               "mean_accepted_with_bonus", "passes_per_token", "certified_share", "drafter", "rule", "draft_k")
-_TABLE = (("kl_final", "KL", ".4f"), ("tv_final", "TV", ".3f"), ("share_finished", "fin", ".2f"),
+_TABLE = (("kl_final", "KL", ".4f"), ("tv_final", "TV", ".3f"), ("kl_snis", "KL(IS)", ".4f"), ("ess", "ESS", ".1f"),
+          ("model_rows", "rows", "d"), ("share_finished", "fin", ".2f"),
           ("acceptance_rate", "acc.rate", ".3f"), ("mean_accepted", "len", ".2f"),
           ("mean_accepted_with_bonus", "len+bonus", ".2f"), ("passes_per_token", "pass/tok", ".3f"),
           ("certified_share", "cert|acc", ".3f"), ("seconds", "s", ".1f"))

@@ -61,6 +61,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accept", type=types.accept_rule, default="lossless",
                    help="lossless | greedy | additive:δ | multiplicative:α | topm:m | typical:ε,δ")
     p.add_argument("--batch-size", type=types.positive_int, default=None, help="rows decoded together")
+    al = p.add_argument_group("exact aligned methods (rs, smc, mcmc; BRIEF §6)")
+    al.add_argument("--max-proposals", type=types.positive_int, default=None, metavar="N",
+                    help="rs: stop with an error after N proposals (default 1000 x n)")
+    al.add_argument("--particles", type=types.positive_int, default=None, metavar="N",
+                    help="smc: particles (default n; with --draws, n draws are resampled from them)")
+    al.add_argument("--ess-threshold", type=float, default=0.5, metavar="F",
+                    help="smc: resample when ESS < F x particles (default 0.5)")
+    al.add_argument("--proposal", default="gcd", metavar="EST",
+                    help="smc: the Φ estimator of the proposal: gcd, asap (with --trie), onestep, exact (default gcd)")
+    al.add_argument("--draws", action="store_true", help="smc: return n unweighted draws instead of the particles")
+    al.add_argument("--steps", type=types.positive_int, default=10, metavar="K",
+                    help="mcmc: Metropolis-Hastings steps per chain, n chains (default 10)")
+    al.add_argument("--move", choices=("restart", "uniform", "priority"), default="uniform",
+                    help="mcmc: restart (independent MH) or prefix truncation, uniform or by surprisal (default uniform)")
+    al.add_argument("--no-trie-cache", action="store_true",
+                    help="asap / rs / mcmc: run the model at every step instead of reading expanded trie nodes")
     p.add_argument("--temperature", type=float, default=1.0, help="only when asked (changes the law)")
     p.add_argument("--top-k", type=types.positive_int, default=None)
     p.add_argument("--top-p", type=float, default=None)
@@ -234,6 +250,17 @@ class _Signals:
             raise KeyboardInterrupt
 
 
+def method_options(args: argparse.Namespace, method: Any) -> dict[str, Any]:
+    """The ``options`` of ``gad.sample`` for ``method`` from the parsed flags (only those it accepts)."""
+    flags = {"max_proposals": getattr(args, "max_proposals", None), "particles": getattr(args, "particles", None),
+             "ess_threshold": getattr(args, "ess_threshold", 0.5), "proposal": getattr(args, "proposal", "gcd"),
+             "draws": bool(getattr(args, "draws", False)), "steps": getattr(args, "steps", 10),
+             "move": getattr(args, "move", "uniform"), "trie_cache": not getattr(args, "no_trie_cache", False)}
+    if method.name != "smc" and (flags["particles"] is not None or flags["draws"]):
+        raise InvalidArgumentError(f"--particles / --draws are smc options; --method {method.name} would ignore them")
+    return {k: v for k, v in flags.items() if k in method.options and v is not None}
+
+
 def run(args: argparse.Namespace) -> int:
     """``gad sample``: load the model and grammar, sample, print and write ``--out`` rows as samples finish.
 
@@ -291,14 +318,16 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.trie} already learnt from {trie_header(args.trie)['samples']} samples")
 
     def show(s: Any) -> None:
-        print(f"--- sample {s.index}: finished={s.finished} logprob={s.logprob:.4f} nats tokens={len(s.token_ids)}")
+        w = "" if s.log_weight is None else f" log_weight={s.log_weight:.4f}"
+        print(f"--- sample {s.index}: finished={s.finished} logprob={s.logprob:.4f} nats "
+              f"tokens={len(s.token_ids)}{w}")
         print(s.text, flush=True)
 
     def write(s: Any) -> None:
         if out is not None:
             out.append({"index": s.index, "seed": args.seed, "run": out.run_key, "text": s.text,
                         "token_ids": s.token_ids, "logprob": s.logprob, "finished": s.finished,
-                        "method": s.method})
+                        "method": s.method, "log_weight": s.log_weight, "log_z0": s.log_z0})
 
     every = args.checkpoint_every or 1
     state = _RunState()
@@ -360,10 +389,11 @@ def run(args: argparse.Namespace) -> int:
                     print(note, file=sys.stderr)
                 samples = api.sample(lm, compiled, prompt_ids, method=args.method, trie=args.trie,
                                      speculative=speculative, draft_k=args.draft_k, tree=args.tree,
-                                     accept=args.accept, **common)
+                                     accept=args.accept, options=method_options(args, method), **common)
                 for i, s in enumerate(samples):
                     s.index = i if s.index is None else s.index
                 on_batch(samples)
+                _print_compute(method.name, samples)
         except KeyboardInterrupt:
             interrupted = True
         except OSError as exc:  # the final flush of the trie (the samples are printed and written)
@@ -400,6 +430,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {state.drawn} samples to {args.out}"
               + (f" (now {len(out.rows)})" if done else ""), file=sys.stderr)
     return 0
+
+
+def _print_compute(name: str, samples: list[Any]) -> None:
+    """One stderr line with the model compute of an aligned run (rows, positions, prompt passes)."""
+    comp = samples[-1].stats.get("compute") if samples else None
+    if comp:
+        extra = {k: samples[-1].stats[k] for k in ("acceptance_rate", "log_z_hat", "ess") if k in samples[-1].stats}
+        print(f"{name}: model rows {comp['model_rows']}, positions {comp['model_positions']}, "
+              f"prompt passes {comp['prompt_passes']}" + "".join(f", {k} {v:.4g}" for k, v in extra.items()),
+              file=sys.stderr)
 
 
 def _os_error(exc: OSError, path: str | None) -> str:

@@ -11,6 +11,9 @@ arXiv 2405.21047) with a sliding window.  Files written (each atomically) under 
 * ``summary.json`` — per task and method: n, share_finished, mean_logprob, valid_rate, kl_at
   {100, 500, 1000}, kl_final, tv_final (exact), expectation_final, the curves; per exact task ``Z``
   and the enumeration bound;
+  ``seconds``, ``model_rows`` / ``model_positions`` / ``prompt_passes`` (:func:`compute_fields`);
+  ``ess``, ``log_z_hat``, ``kl_snis`` / ``tv_snis`` for methods whose samples carry importance weights
+  (:func:`weight_fields`: gcd, asap, onestep, exact, rs, smc, mcmc);
   speculative methods (``spec-gcd``, ``spec-asap``, ``spec-exact``) add their acceptance statistics
   (``acceptance_rate``, ``mean_accepted``, ``mean_accepted_with_bonus``, ``passes_per_token``,
   ``certified_share``, ``drafter``, ``rule``, ``draft_k``; see :func:`acceptance_fields`);
@@ -178,6 +181,65 @@ SPEC_COLUMNS = ("acceptance_rate", "mean_accepted", "mean_accepted_with_bonus", 
                 "certified_share", "drafter", "rule", "draft_k")
 
 
+COMPUTE_COLUMNS = ("model_rows", "model_positions", "prompt_passes")
+WEIGHT_COLUMNS = ("kl_snis", "tv_snis", "ess", "log_z_hat")
+
+
+def compute_fields(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Model compute of a method's run: ``model_rows`` (next-token distributions the model computed,
+    prompt passes excluded), ``model_positions`` (token positions processed, cache extensions included)
+    and ``prompt_passes`` — the run's total (``stats["compute"]`` of its last sample) when the sampler
+    reports one, else the sum of the samples' own counts; None when the sampler counts nothing."""
+    if not samples:
+        return {}
+    total = samples[-1].stats.get("compute")
+    if isinstance(total, dict):
+        return {k: int(total.get(k, 0)) for k in COMPUTE_COLUMNS}
+    if not any("model_rows" in s.stats for s in samples):
+        return {k: None for k in COMPUTE_COLUMNS}
+    return {k: int(round(sum(float(s.stats.get(k, 0) or 0) for s in samples))) for k in COMPUTE_COLUMNS}
+
+
+def weight_fields(samples: Sequence[Sample], target: dict[str, float] | None) -> dict[str, Any]:
+    """Self-normalised importance estimates from the samples' weights (BRIEF §6).
+
+    Sample ``i`` weighs ``w_i = exp(log_z0_i + log_weight_i)`` (``log_z0`` read as 0 when None; 0 when
+    unfinished).  ``ess = (Σ w)² / Σ w²``; ``log_z_hat = log mean(w)`` (nats; an unbiased estimate of
+    ``Z_G`` in ``exp``, reported when every sample records ``log_z0``; SMC reports its own ``Ẑ`` instead);
+    with an exact ``target``, ``kl_snis`` / ``tv_snis`` of the weighted law of the texts (the figure to
+    read for SMC particles; equal to the plain KL for exact draws, which carry unit weight).  Empty when
+    some sample has no weight (temperature ≠ 1, top-k/top-p, speculative).
+    """
+    if not samples or any(s.log_weight is None for s in samples):
+        return {}
+    lw = [(s.log_z0 or 0.0) + float(s.log_weight) if s.finished and s.log_weight is not None else -math.inf
+          for s in samples]
+    finite = [x for x in lw if math.isfinite(x)]
+    out: dict[str, Any] = {"ess": None, "log_z_hat": None, "kl_snis": None, "tv_snis": None}
+    if not finite:
+        return out
+    top = max(finite)
+    w = [math.exp(x - top) if math.isfinite(x) else 0.0 for x in lw]
+    sw = math.fsum(w)
+    out["ess"] = sw * sw / math.fsum(x * x for x in w)
+    smc_z = samples[-1].stats.get("log_z_hat")
+    if isinstance(smc_z, float):
+        out["log_z_hat"] = _finite(smc_z)
+    elif all(s.log_z0 is not None for s in samples):
+        out["log_z_hat"] = top + math.log(sw / len(samples))
+    if target is not None:
+        law: dict[str, float] = {}
+        for s, wi in zip(samples, w, strict=True):
+            if wi > 0 and s.text in target:
+                law[s.text] = law.get(s.text, 0.0) + wi
+        z = math.fsum(law.values())
+        if z > 0:
+            law = {k: v / z for k, v in law.items()}
+            out["kl_snis"] = _finite(metrics.kl_divergence(law, target))
+            out["tv_snis"] = _finite(metrics.total_variation(law, target))
+    return out
+
+
 def method_names() -> list[str]:
     """Every registered method name."""
     return sorted(_METHODS)
@@ -273,7 +335,7 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
         per_method: dict[str, list[Sample]] = {}
         for m in methods:
             trie = None
-            if m in ("asap", "spec-asap") and persist_tries:
+            if m in ("asap", "spec-asap", "rs", "mcmc") and persist_tries:  # one trie per method
                 (out / "tries").mkdir(exist_ok=True)
                 suffix = "" if m == "asap" else f"__{m}"
                 trie = str(out / "tries" / (task.name.replace("/", "__") + suffix + ".trie"))
@@ -333,6 +395,8 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
                 "curve": {k: [_finite(x) if isinstance(x, float) else x for x in v] for k, v in curve.items()},
             })
             info.update(acceptance_fields(samples))
+            info.update(compute_fields(samples))
+            info.update(weight_fields(samples, q_star))
         from gad.eval.plots import plot_task  # matplotlib only when plotting
 
         plot_task(out / "plots", task.name, tinfo, window)
@@ -342,7 +406,7 @@ def run(tasks: Sequence[str | Task], methods: Sequence[str], n: int, *, model: A
     buf = io.StringIO()
     cols = ["task", "method", "n", "share_finished", "mean_logprob", "valid_rate", "share_outside_support",
             "kl_100", "kl_500", "kl_1000", "kl_final", "tv_final", "expectation_final", "seconds",
-            *SPEC_COLUMNS]
+            *COMPUTE_COLUMNS, *WEIGHT_COLUMNS, *SPEC_COLUMNS]
     w = csv.DictWriter(buf, fieldnames=cols)
     w.writeheader()
     for tname, tinfo in summary["tasks"].items():

@@ -7,6 +7,8 @@ not (``"open"``, union estimator), and an optional checker.  Shipped tasks:
   (enumerated up to ``exact_max_len`` tokens: a truncation of ``Q*``, see :mod:`gad.phi.exact`);
 * ``dyck3`` — balanced parentheses of depth ≤ 3, exact (truncated);
 * ``json-finite`` — a finite JSON language (fixed keys, enumerated values), exact, JSON-Schema checker;
+* ``arith`` — bounded arithmetic expressions ``d op d`` (digits 1–9, ``+ - *``): ``Q*`` spread over 243
+  strings, exact;
 * ``slia/<name>`` and ``bv4/<name>`` — SyGuS problems from ``$GAD_DATA_DIR/gad-bench`` (prompt
   ``NAME.prompt.txt``, grammar ``NAME.ebnf``, cvc5 checker against ``NAME.sl``), open;
 * ``sql/concert_singer`` — a small SELECT grammar over one Spider schema, SQLite checker, open.
@@ -213,6 +215,10 @@ for _stem in ("find_inv_bvsge_bvadd_4bit", "find_inv_bvsge_bvand_4bit", "find_in
 register_task("dyck3", lambda: Task(
     name="dyck3", kind="exact", regex=DYCK3, max_new_tokens=16, exact_max_len=6,
     prompt="Write a short string of balanced parentheses, nested at most 3 deep."))
+ARITH = r"[1-9][-+*][1-9]"
+register_task("arith", lambda: Task(
+    name="arith", kind="exact", regex=ARITH, max_new_tokens=8, exact_max_len=5,
+    prompt="Write one arithmetic expression: a digit from 1 to 9, then +, - or *, then a digit from 1 to 9."))
 register_task("json-finite", lambda: Task(
     name="json-finite", kind="exact", regex=JSON_FINITE, checker="json", checker_args={"schema": JSON_SCHEMA},
     max_new_tokens=48, exact_max_len=48,

@@ -137,7 +137,7 @@ class RecomputeSession:
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Keep only ``rows`` (indices into the current batch, in that order)."""
         rows = check_keep_rows(self.batch, rows)
-        self._gen = [self._gen[r] for r in rows]
+        self._gen = [list(self._gen[r]) for r in rows]  # copies: a row may be duplicated
         self.batch = len(rows)
 
     def extend(self, tokens: Sequence[int]) -> np.ndarray:
@@ -148,6 +148,14 @@ class RecomputeSession:
         self._gen[0].extend(int(t) for t in tokens)
         self.forward_passes += 1
         return self.lm.logprobs(ctxs) if ctxs else np.zeros((0, self.lm.vocab_size))
+
+    def advance(self, tokens: Sequence[int]) -> np.ndarray:
+        """Batch 1: feed ``k ≥ 1`` tokens; returns ``(vocab,)`` ``log p(· | prefix · tokens)`` (one call)."""
+        if self.batch != 1 or not tokens:
+            raise InvalidArgumentError("advance needs a session of batch 1 and at least one token")
+        self._gen[0].extend(int(t) for t in tokens)
+        self.forward_passes += 1
+        return self.lm.logprobs([self.prompt + self._gen[0]])[0]
 
     def rollback(self, n: int) -> None:
         check_rollback(self.batch, n, len(self._gen[0]))

@@ -526,7 +526,7 @@ class HFSession:
             return
         idx = torch.tensor(rows, dtype=torch.long, device=self.lm.device)
         self._cache.batch_select_indices(idx)
-        self._gen = [self._gen[r] for r in rows]
+        self._gen = [list(self._gen[r]) for r in rows]  # copies: a row may be duplicated
         self._lp = {k: v[idx] for k, v in self._lp.items()}
         self.batch = len(rows)
 
@@ -611,6 +611,35 @@ class HFSession:
             self._store(start + i + 1, lp[i: i + 1])
         self._store(self.length, lp[-1:])
         return lp.cpu().numpy()
+
+    def advance(self, tokens: Sequence[int]) -> np.ndarray:
+        """Batch 1: feed ``k ≥ 1`` tokens in one forward pass that computes only the last distribution.
+
+        The KV cache is extended over all ``k`` positions (``k`` positions processed, one next-token
+        distribution computed — the trie cache's "skip what the trie already knows" step).
+        Returns:
+            ``(vocab,)`` float64 ``log p(· | prefix · tokens)``, nats.
+        Raises:
+            InvalidArgumentError: more than one row, no tokens, or an id out of range.
+        """
+        import torch
+
+        if self.batch != 1:
+            raise InvalidArgumentError("advance needs a session of batch 1")
+        toks = [int(t) for t in tokens]
+        if not toks:
+            raise InvalidArgumentError("advance needs at least one token")
+        for t in toks:
+            if not 0 <= t < self.lm.vocab_size:
+                raise InvalidArgumentError(f"token id {t} is outside the vocabulary")
+        self._ensure_cache_current()
+        ids = torch.tensor([toks], dtype=torch.long, device=self.lm.device)
+        with torch.inference_mode():
+            logits = self._forward(ids, keep=1)
+        self._gen[0].extend(toks)
+        lp = torch.log_softmax(logits[:, -1, :].double(), dim=-1)
+        self._store(self.length, lp)
+        return lp[0].cpu().numpy()
 
     def rollback(self, n: int) -> None:
         """Batch 1: forget the last ``n`` fed tokens (the KV cache is cropped).

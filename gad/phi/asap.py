@@ -19,8 +19,11 @@ node, so one update costs O(sample length).
 Numerics: the brief's form ``M − Σ p(1 − Φ̂)`` cancels catastrophically when a child's ``Φ̂`` is tiny
 (a forced chain of unlikely tokens gives ``M − p + pΦ̂`` = 0 in float64), so the unexplored mass
 ``M − V`` and the explored mass ``S`` are kept apart: once every allowed child is visited the unexplored
-mass is exactly ``E(u)``, and ``S`` is re-summed over the children (O(children), amortised O(1): it only
-happens when ``S`` drops by a factor 10^8) whenever its running update would cancel.  Values below
+mass is exactly ``E(u)``, and ``S`` is re-summed over the children (O(children)) whenever it has fallen
+below half of its value at the last re-sum — S only decreases, so that happens at most ~log2 of its
+dynamic range times per node, and between re-sums the running update's rounding error stays within
+a few ulps (a fixed 10^-8 cancellation threshold let the error grow by 10^8 per update on forced
+chains of improbable tokens, leaving Φ̂ above the true sum of its children for good).  Values below
 float64's range (≈ 10^-308, i.e. a grammatical mass under e^-709) underflow to 0.  ``Φ̂`` never
 increases (each update only lowers children) and converges to the exact ``Φ`` once every node reachable
 with positive probability has been visited.

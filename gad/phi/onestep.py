@@ -49,6 +49,8 @@ class OneStepPhi(PhiEstimator):
         self._cap = cache
         self._matchers: dict[tuple[int, ...], Any] = {}
         self.extra_passes = 0
+        self.model_rows = 0  # look-ahead distributions computed (one per candidate child)
+        self.model_positions = 0  # positions of those full-context passes (no KV cache)
 
     def _matcher(self, key: tuple[int, ...]) -> Any:
         m = self._matchers.get(key)
@@ -87,6 +89,8 @@ class OneStepPhi(PhiEstimator):
         ctx = self.prompt + list(key)
         lp = np.asarray(self.lm.logprobs([ctx + [int(t)] for t in cand]), dtype=np.float64)
         self.extra_passes += 1
+        self.model_rows += len(cand)
+        self.model_positions += len(cand) * (len(ctx) + 1)
         for row, t in enumerate(cand.tolist()):
             child = base.fork()
             if not child.accept_token(t):

@@ -54,6 +54,7 @@ class PhiTrie:
         self.nallow = array("q")
         self.vsum = array("d")
         self.ssum = array("d")
+        self.sref = array("d")  # S(u) at its last exact re-sum (in memory only; see update_path)
         self.nvis = array("q")
         self.first = array("q")
         self.next = array("q")
@@ -76,6 +77,7 @@ class PhiTrie:
         self.nallow.append(0)
         self.vsum.append(0.0)
         self.ssum.append(0.0)
+        self.sref.append(0.0)
         self.nvis.append(0)
         self.first.append(-1)
         self.next.append(-1)
@@ -102,6 +104,7 @@ class PhiTrie:
         self._child[key] = c
         self.vsum[node] += p
         self.ssum[node] += p  # an unexplored child counts Φ̂ = 1
+        self.sref[node] = max(self.sref[node], self.ssum[node])
         self.nvis[node] += 1
         self.next[c] = self.first[node]
         self.first[node] = c
@@ -149,15 +152,20 @@ class PhiTrie:
         ``Φ̂(u) ← min(Φ̂(u), unexplored(u) + S(u))`` with ``S(u)`` adjusted by the child's change, O(1)
         per node (amortised).  Nodes never expanded (``M`` unknown) keep ``Φ̂ = 1``.
         """
-        phi, ssum, mass, p = self.phi, self.ssum, self.mass, self.p
+        phi, ssum, mass, p, sref = self.phi, self.ssum, self.mass, self.p, self.sref
         old_c = new_c = 0.0
         child = -1
         for u in reversed(nodes):
             if child >= 0 and new_c != old_c:
                 s_old = ssum[u]
                 s = s_old + p[child] * (new_c - old_c)
-                if s < 1e-8 * s_old:  # the running update would cancel: re-sum exactly
+                # The running update's rounding error is relative to the S it started from; once S has
+                # fallen below half of its value at the last exact re-sum that error would be amplified
+                # (a forced chain of improbable tokens loses every digit in a few updates), so re-sum.
+                # S only decreases, so a node re-sums at most ~log2(S_max/S_min) ≤ 1100 times.
+                if s < 0.5 * sref[u]:
                     s = math.fsum(p[c] * phi[c] for c in self.children(u))
+                    sref[u] = s
                 ssum[u] = max(s, 0.0)
             m = mass[u]
             old = phi[u]
@@ -319,4 +327,5 @@ class PhiTrie:
         na.frombytes(nxt.tobytes())
         va.frombytes(np.bincount(parent[1:], minlength=n).astype(np.int64).tobytes())
         t.first, t.next, t.nvis = fa, na, va
+        t.sref = array("d", t.ssum)
         return t
