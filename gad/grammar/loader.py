@@ -32,6 +32,7 @@ from lark.common import ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
 from lark.lexer import TerminalDef
+from lark.load_grammar import eval_escaping
 from lark.parsers.lalr_analysis import LALR_Analyzer
 
 from gad.errors import (
@@ -55,7 +56,16 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 _LARK_LOCK = threading.Lock()
 
 
-def _build_lark(text: str, start: str) -> lark.Lark:
+def _source_path(path: str) -> str:
+    """The ``source_path`` Lark resolves relative ``%import`` lines against: the grammar file itself, or
+    a name in the current directory for a grammar given as a string (Lark's own default for strings
+    is the directory of the running script, which depends on who imports gad)."""
+    if path == "<string>" or not path:
+        return str(Path.cwd() / "<string>")
+    return str(Path(path).resolve())
+
+
+def _build_lark(text: str, start: str, path: str = "<string>") -> lark.Lark:
     # Lark's own terminal-collision check (only log warnings when strict=False) builds every
     # terminal's automaton with interegular without any bound: two terminals such as
     # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
@@ -64,7 +74,8 @@ def _build_lark(text: str, start: str) -> lark.Lark:
         saved = lark_lexer.has_interegular
         lark_lexer.has_interegular = False
         try:
-            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
+            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False,
+                             source_path=_source_path(path))
         finally:
             lark_lexer.has_interegular = saved
 
@@ -195,7 +206,7 @@ class Grammar:
     @cached_property
     def lark(self) -> lark.Lark:
         """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
-        return _build_lark(self.lark_text, self.start)
+        return _build_lark(self.lark_text, self.start, self.path)
 
     @property
     def terminal_defs(self) -> list[TerminalDef]:
@@ -245,13 +256,22 @@ class Grammar:
         parser = self._construct(source_text, positions)
         self._check_conflicts(parser, source_text, positions)
         fsms = self._check_terminals(parser, source_text, positions)
+        self._check_scanners(parser, source_text, positions)
         self._check_nonempty(parser, fsms, source_text, positions)
         return parser
 
     def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> lark.Lark:
         path = self.path
         try:
-            return _build_lark(self.lark_text, self.start)
+            return _build_lark(self.lark_text, self.start, path)
+        except AssertionError as e:  # Lark asserts when a relative %import file exists elsewhere
+            parts = re.findall(r"Token\('\w+', '([^']*)'\)", str(e))
+            module = ".".join(parts) or "?"
+            pos = _find_directive(source_text, "%import", module.split(".")[-1]) if self.kind == "lark" else None
+            raise GrammarSyntaxError(
+                f"%import: module {module!r} not found beside the grammar "
+                f"({'the current directory' if path == '<string>' else Path(path).resolve().parent})",
+                path=path, line=pos[0] if pos else None, column=pos[1] if pos else None) from None
         except UnexpectedInput as e:  # Lark's own grammar parser (the position is in the prefix already)
             head = re.sub(r"\s*at line \d+,? column \d+\.?$", "", _first_line(str(e)))
             raise GrammarSyntaxError(f"syntax error: {head}", path=path,
@@ -328,6 +348,33 @@ class Grammar:
         if pos is not None:
             return GrammarSyntaxError(msg, path=self.path, line=pos[0], column=pos[1])
         return GrammarError(msg, path=self.path)
+
+    def _check_scanners(self, parser: lark.Lark, source_text: str,
+                        positions: dict[str, tuple[int, int]]) -> None:
+        """Build Lark's lexer scanners now (Lark builds them on the first parse), so that a terminal
+        Python's ``re`` refuses inside Lark's combined pattern (e.g. a literal such as
+        ``"\\u0301\\u0301"``, which Lark names after its text, an invalid group name) is reported
+        here with its position, never as an ``re.error`` from :meth:`parses`.
+
+        Raises:
+            UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
+        """
+        lexer = parser.parser.lexer
+        for bl in [*getattr(lexer, "lexers", {}).values(), getattr(lexer, "root_lexer", lexer)]:
+            try:
+                bl.scanner  # noqa: B018 - the property builds and caches the scanner
+            except re.error as e:
+                bad = next((t for t in bl.terminals if _bad_group_name(t.name)), None)
+                if bad is None:
+                    raise UnsupportedGrammarError(f"Python's re refuses the lexer's combined pattern: {e}",
+                                                  path=self.path) from None
+                pos = _find_literal(source_text, bad.pattern.value) if self.kind == "lark" else None
+                where = ({"path": self.path, "line": pos[0], "column": pos[1]} if pos
+                         else self._err_pos(bad.name, source_text, positions))
+                raise UnsupportedGrammarError(
+                    f"literal {bad.pattern.value!r:.60} gets the terminal name {bad.name!r:.60} from Lark, "
+                    "which Python's re refuses as a group name; give it a named terminal "
+                    "(e.g. MARK: \"...\") and use that name", **where) from None
 
     def _check_conflicts(self, parser: lark.Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> None:
@@ -441,6 +488,26 @@ def _unsupported_regex_feature(regexp: str) -> str | None:
         elif c in "^$":
             return f"the anchor {c}"
         i += 1
+    return None
+
+
+def _bad_group_name(name: str) -> bool:
+    """Would Python's ``re`` refuse ``name`` as a ``(?P<name>...)`` group name?"""
+    try:
+        re.compile(f"(?P<{name}>x)")
+    except re.error:
+        return True
+    return False
+
+
+def _find_literal(text: str, value: str) -> tuple[int, int] | None:
+    """(line, column) of the first string literal of ``text`` whose value is ``value``."""
+    for m in re.finditer(r'"((?:[^"\\\n]|\\.)*)"', text):
+        try:
+            if eval_escaping(m.group(1)) == value:
+                return _line_col(text, m.start())
+        except Exception:  # noqa: BLE001, S112 - not a literal Lark can read: keep looking
+            continue
     return None
 
 
