@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, metavar="F.jsonl",
                    help="write one JSON row per sample (text, token_ids, logprob, finished)")
     p.add_argument("--raw", action="store_true", help="do not apply the model's chat template")
+    p.add_argument("--special-tokens", action="store_true",
+                   help="encode control tokens typed in --prompt (e.g. <|im_end|>) as control tokens "
+                        "(default: they are plain text)")
     p.add_argument("--method", type=types.method, default="gcd", metavar="METHOD",
                    help=f"sampling law: {', '.join(method_names())} (default gcd)")
     p.add_argument("--trie", default=None, metavar="FILE", help="ASAp trie file (loaded and saved)")
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     before = _trie_nodes(args.trie) if method.uses_trie else None
     samples = api.sample(lm, compiled, args.prompt, n=args.n, method=args.method, seed=args.seed,
                          max_new_tokens=args.max_new_tokens, trie=args.trie, batch_size=args.batch_size,
-                         chat=not args.raw, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                         chat=not args.raw, special_tokens=args.special_tokens,
+                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                          progress=not args.no_progress, speculative=speculative,
                          draft_k=args.draft_k, tree=args.tree, accept=args.accept)
     if args.trie is not None and method.uses_trie:
