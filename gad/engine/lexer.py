@@ -5,21 +5,24 @@ current state, plus the ``%ignore`` terminals.  gad compiles each such terminal 
 **byte-level** DFA whose states are tuples of per-terminal character-automaton states
 (``interegular`` FSMs) plus the bytes of a partially read UTF-8 character.
 
-Lexing semantics (emulating Lark on complete strings; see README "Exactness"):
+Lexing semantics: Lark's contextual lexer, exactly, on complete strings.  Lark's scanner joins the
+context's terminals, in Lark's order (priority, max width, pattern length, name), into one
+alternation and calls ``re.match``: the **first** terminal that matches at the position wins, with its
+own match, however short; then Lark's keyword rule ("unless") may retype it as an equal string
+terminal.  gad follows every reading that is still possible:
 
-* a lexeme is extended greedily while the next byte keeps some terminal of the context alive
-  (maximal munch with one byte of look-ahead, no backtracking);
-* when the next byte kills every terminal and the current text is accepted, the lexeme closes with
-  the *winner*: the first accepting terminal in Lark's order (priority, max width, pattern length,
-  name), after Lark's keyword rule (a string terminal of equal priority fully matched by a regex
-  terminal turns that regex's match into the string's type, "unless" in Lark's source);
+* the automaton state records the first terminal that has matched so far and cuts every later one;
+* when that terminal matches (a *fork*), the lexeme both closes (the parser is fed, the next lexeme
+  starts) and goes on; the closed reading carries a *guard*: the terminals that would override it
+  (earlier ones still alive, or the winner itself, which may match a longer text); a byte that
+  completes one of them kills that reading, as Lark would have lexed the text the other way;
 * a lexeme never matches the empty string (Lark refuses zero-width terminals).
 
-Divergences from Lark's ``re``-based scanner (documented, tested on the shipped grammars): Lark
-tries terminals in order and takes the first that matches a prefix, with Python's backtracking
-match; gad takes the longest match and breaks ties by the same order, and never backtracks more
-than one byte.  ``\\d``, ``\\w``, ``\\s`` are ASCII classes (interegular), where Python's ``re`` is
-Unicode-aware.
+What remains different from Python's ``re`` (README "Exactness"): a terminal's own match is its
+**longest** match, which is what ``re`` returns for the usual greedy patterns but not for lazy
+quantifiers (``/a+?/``) or an alternation whose earlier branch is a proper prefix of a later one
+(``/a|ab/``, also ``/a?(ab)?/``); ``\\d``, ``\\w``, ``\\s`` are ASCII classes (interegular), where
+Python's ``re`` is Unicode-aware.
 """
 
 from __future__ import annotations
