@@ -35,7 +35,7 @@ import numpy as np
 from interegular.fsm import anything_else
 
 from gad.errors import UnsupportedGrammarError
-from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
+from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 
 DEAD = 0
 START = 1
@@ -79,11 +79,11 @@ class TerminalAutomaton:
             fsm = regex_fsm(regexp)
         except AutomatonTooLarge:
             raise UnsupportedGrammarError(
-                f"terminal {name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                f"terminal {name} /{clip(regexp)}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
                 "(exponential or huge repetition); simplify the pattern or express it with rules") from None
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
-                f"terminal {name} has a pattern gad cannot compile to an automaton ({regexp!r}): {exc}") from exc
+                f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
         # co-reachable states: those from which a final state can be reached
         rev: dict[int, set[int]] = {}
         for s, trans in fsm.map.items():
@@ -100,9 +100,9 @@ class TerminalAutomaton:
         nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
                              if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
         if fsm.initial not in live:
-            raise UnsupportedGrammarError(f"terminal {name} matches no string ({regexp!r})")
+            raise UnsupportedGrammarError(f"terminal {name} matches no string ({clip(regexp)!r})")
         if fsm.initial in fsm.finals:
-            raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({regexp!r})")
+            raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({clip(regexp)!r})")
         return cls(name, regexp, fsm, frozenset(live), nonascii)
 
     def __getstate__(self) -> dict:

@@ -44,7 +44,7 @@ from gad.errors import (
     UnsupportedGrammarError,
 )
 from gad.grammar import ebnf
-from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
+from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 
 __all__ = ["Grammar"]
 
@@ -52,6 +52,15 @@ _KINDS = ("lark", "ebnf")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # shipped grammars (package data)
 _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 
+
+# Size limits, checked before Lark's LALR analysis (which took over 120 s on 56,790 rules and hit
+# Python's recursion limit on rule chains ~1,000 deep) and before gad's automata (5,000 string
+# literals took 64-99 s and 924 MB to compile; 1,000 take ~6 s; a 200 KB regexp took 23 s and 830 MB).
+# The shipped grammars use a few KB, < 200 definitions and < 100 terminals.
+MAX_GRAMMAR_CHARS = 1_000_000  # characters of grammar text (the source, GBNF before conversion too)
+MAX_DEFINITIONS = 5_000  # rule and terminal definitions
+MAX_TERMINALS = 1_000  # terminals, named and anonymous (distinct string literals count one each)
+MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
 
 _LARK_LOCK = threading.Lock()
 
@@ -181,6 +190,7 @@ class Grammar:
         """
         if kind not in _KINDS:
             raise GrammarError(f"unknown grammar kind {kind!r} (expected 'lark' or 'ebnf')", path=path)
+        _check_size(text, path)
         rule_names: dict[str, str] = {}
         positions: dict[str, tuple[int, int]] = {}
         if kind == "ebnf":
@@ -196,6 +206,8 @@ class Grammar:
         else:
             lark_text = text
             start = start or "start"
+        if kind == "ebnf":
+            _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
         parser = grammar._validate(source_text=text, positions=positions)
         grammar.__dict__["lark"] = parser  # cached_property slot: built once
@@ -326,6 +338,10 @@ class Grammar:
                 raise GrammarSyntaxError(f"terminal {m.group(1)} has an invalid regular expression {m.group(2)}",
                                          **self._err_pos(m.group(1), source_text, positions)) from None
             raise UnsupportedGrammarError(_first_line(msg), path=path) from None
+        except RecursionError:
+            raise UnsupportedGrammarError(
+                "rules nest too deeply for Lark's LALR analysis (Python's recursion limit): "
+                "flatten long chains of rules, e.g. with repetition (item+)", path=path) from None
         except (LarkError, OSError) as e:
             raise self._other_lark_error(str(e), source_text) from None
 
@@ -415,24 +431,32 @@ class Grammar:
     def _check_terminals(self, parser: lark.Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> dict[str, object]:
         fsms: dict[str, object] = {}
+        if len(parser.terminals) > MAX_TERMINALS:
+            raise UnsupportedGrammarError(
+                f"the grammar has {len(parser.terminals):,} terminals, more than gad's limit of {MAX_TERMINALS:,} "
+                "(each is a lexer automaton); fold keyword alternatives into fewer terminals", path=self.path)
         for t in parser.terminals:
             regexp = t.pattern.to_regexp()
+            if len(regexp) > MAX_REGEX_CHARS:
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
+                    "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
             bad = _unsupported_regex_feature(regexp)
             if bad:
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ uses {bad}, which a DFA cannot express exactly "
+                    f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "
                     "(lookarounds, back-references and anchors are not supported)",
                     **self._err_pos(t.name, source_text, positions))
             try:
                 fsms[t.name] = regex_fsm(regexp)
             except AutomatonTooLarge:
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                    f"terminal {t.name} /{clip(regexp)}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
                     "(exponential or huge repetition); simplify the pattern or express it with rules",
                     **self._err_pos(t.name, source_text, positions)) from None
             except Exception as e:  # interegular raises several unrelated types (Unsupported, ...)
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ cannot be compiled to a DFA by interegular "
+                    f"terminal {t.name} /{clip(regexp)}/ cannot be compiled to a DFA by interegular "
                     f"({type(e).__name__}: {_first_line(str(e))}); lookarounds and back-references are "
                     "not supported", **self._err_pos(t.name, source_text, positions)) from None
         return fsms
@@ -489,6 +513,32 @@ def _unsupported_regex_feature(regexp: str) -> str | None:
             return f"the anchor {c}"
         i += 1
     return None
+
+
+_DEFINITION = re.compile(r"^[ \t]*[?!]?\w+(?:\.-?\d+)?[ \t]*:(?!:)", re.M)
+_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"i?')
+
+
+def _check_size(text: str, path: str, what: str = "the grammar") -> None:
+    """Refuse grammar text over the documented size limits before Lark analyses it.
+
+    Raises:
+        UnsupportedGrammarError: over :data:`MAX_GRAMMAR_CHARS` characters, :data:`MAX_DEFINITIONS`
+            definitions or :data:`MAX_TERMINALS` distinct string literals (the limit and the count named).
+    """
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise UnsupportedGrammarError(
+            f"{what} is {len(text):,} characters, more than gad's limit of {MAX_GRAMMAR_CHARS:,}", path=path)
+    n_def = sum(1 for _ in _DEFINITION.finditer(text))
+    if n_def > MAX_DEFINITIONS:
+        raise UnsupportedGrammarError(
+            f"{what} has {n_def:,} rule and terminal definitions, more than gad's limit of "
+            f"{MAX_DEFINITIONS:,} (Lark's LALR analysis grows too slow)", path=path)
+    n_lit = len(set(_LITERAL.findall(text)))
+    if n_lit > MAX_TERMINALS:
+        raise UnsupportedGrammarError(
+            f"{what} has {n_lit:,} distinct string literals, more than gad's limit of {MAX_TERMINALS:,} "
+            "terminals (each is a lexer automaton); fold keyword alternatives into fewer terminals", path=path)
 
 
 def _bad_group_name(name: str) -> bool:
