@@ -64,6 +64,7 @@ def _positive(name: str, value: object, none_ok: bool = False) -> None:
 def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.PathLike[str],
            prompt: str | Sequence[int], n: int = 1, method: str | PhiEstimator = "gcd", seed: int = 0,
            max_new_tokens: int = 256, *, trie: Any = None, batch_size: int | None = None, chat: bool = True,
+           special_tokens: bool = False,
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            compiled: TokenConstraint | None = None, cache_dir: str | os.PathLike[str] | None = None,
            progress: Any = False, speculative: Speculation | Any = None, draft_k: int = 4, tree: Any = None,
@@ -87,6 +88,8 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
         batch_size: rows decoded together; default ``min(n, 8)``, and 1 for ``"asap"`` (a batch uses the
             Φ̂ estimates as they stood when it started, so a larger ASAp batch learns less often).
         chat: apply the chat template to a text prompt.
+        special_tokens: encode control tokens typed in a text prompt (``<|im_end|>``, ...) as control
+            tokens; by default they are plain text (no role injection through the prompt).
         temperature, top_k, top_p: only when asked — they change the law being sampled (BRIEF §1).
             Temperature scales ``log p``; top-k / top-p act on the constrained weights ``p^(1/T)·Φ̂``.
         compiled: a compiled grammar to use instead of compiling ``grammar`` (kept for callers that pass
@@ -133,7 +136,10 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
         raise InvalidArgumentError(f"top_p must be in (0, 1], got {top_p!r}")
     spec = _speculation(speculative, draft_k, tree, accept, log, domain)
     compiled = resolve_compiled(lm, compiled if compiled is not None else grammar, cache_dir)
-    prompt_ids = lm.encode_prompt(prompt, chat=chat) if isinstance(prompt, str) else [int(t) for t in prompt]
+    if isinstance(prompt, str):
+        prompt_ids = lm.encode_prompt(prompt, chat=chat, **({"special_tokens": True} if special_tokens else {}))
+    else:
+        prompt_ids = [int(t) for t in prompt]
 
     if isinstance(method, PhiEstimator):
         if trie is not None:

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="append one JSON row per sample as it finishes (index, seed, text, token_ids, logprob, "
                         "finished); a file holding part of the same run is continued")
     p.add_argument("--raw", action="store_true", help="do not apply the model's chat template")
+    p.add_argument("--special-tokens", action="store_true",
+                   help="encode control tokens typed in --prompt (e.g. <|im_end|>) as control tokens "
+                        "(default: they are plain text)")
     p.add_argument("--method", type=types.method, default="gcd", metavar="METHOD",
                    help=f"sampling law: {', '.join(method_names())} (default gcd)")
     p.add_argument("--trie", default=None, metavar="FILE",
@@ -299,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         lm = load_model(args.model, device=args.device, cache_dir=args.cache_dir)
     compiled = compile_grammar(grammar, lm.vocab, cache_dir=args.cache_dir)
-    prompt_ids = lm.encode_prompt(args.prompt, chat=not args.raw)
+    prompt_ids = lm.encode_prompt(args.prompt, chat=not args.raw, special_tokens=args.special_tokens)
     before = _trie_nodes(args.trie) if method.uses_trie else None
     out = _Rows(args.out, _run_key(lm, compiled, args, prompt_ids), args.seed) if args.out else None
     done = len(out.rows) if out is not None else 0

@@ -25,7 +25,7 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -59,35 +59,18 @@ class WalkNode:
     Attributes:
         end_tok: ``(n,)`` int32 ids of tokens whose bytes end inside the current lexeme.
         end_state: ``(n,)`` int32 automaton state each of them ends in.
-        groups: winner terminal id -> ``(token ids, byte offsets)`` of tokens whose current lexeme
-            closes (as that terminal) inside the token; the offset (> 0) is where the next lexeme starts.
-        groups0: winner terminal id -> token ids whose first byte already closes the lexeme.
-        children: ``(winner, next context id) -> WalkNode`` built on first use.
+        groups: fork id -> ``(token ids, byte offsets)`` of tokens that pass a fork of the automaton
+            (a state where the lexeme may close) before their last byte; the offset (> 0) is where
+            the next lexeme would start.  The same tokens also go on in the current lexeme.
+        children: ``(fork id, next context id) -> WalkNode`` built on first use.
+        dense_end: ``(vocab,)`` end states (0 = not ending here), built on first use for large sets.
     """
 
     end_tok: np.ndarray
     end_state: np.ndarray
     groups: dict[int, tuple[np.ndarray, np.ndarray]]
     children: dict[tuple[int, int], WalkNode]
-    groups0: dict[int, np.ndarray] | None = None
-    # dense forms of large token sets, built on first use: (vocab,) end states (0 = not ending
-    # here) and (vocab,) bool membership of each large groups0 set
     dense_end: np.ndarray | None = None
-    dense0: dict[int, np.ndarray] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # tokens whose very first byte closes the current lexeme continue exactly like a whole
-        # token read from the next context's start state: their masks come from that state's mask
-        if self.groups0 is None:
-            self.groups0 = {}
-            rest: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-            for w, (tok, off) in self.groups.items():
-                z = off == 0
-                if z.any():
-                    self.groups0[w] = tok[z]
-                if not z.all():
-                    rest[w] = (tok[~z], off[~z])
-            self.groups = rest
 
 
 class _ParseTable:
@@ -137,6 +120,10 @@ class CompiledGrammar:
         self._stk_state: list[int] = [self.table.start_state]
         self._stk_index: dict[tuple[int, int], int] = {(-1, self.table.start_state): 0}
         self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
+        # sets of lexing hypotheses, interned: matcher state (-1 - i, 0) stands for _multi[i]
+        self._multi: list[tuple[tuple[Stack, int], ...]] = []
+        self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
+        self._close_memo: dict[tuple[Stack, int], tuple[Stack, int] | None] = {}
         self._allowed_memo: dict[Stack, int] = {}
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
         self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
@@ -152,15 +139,15 @@ class CompiledGrammar:
             raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
         ignore = set(lark_obj.ignore_tokens)
         ctx_of_lexer: dict[int, int] = {}
-        self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool]]] = []
+        self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool], int]] = []
         self.state_ctx: dict[int, int] = {}
         for state, bl in lexers.items():
             cid = ctx_of_lexer.get(id(bl))
             if cid is None:
-                terms, unless = lark_context_terminals(bl)
+                terms, unless, n_main = lark_context_terminals(bl)
                 cid = len(self._ctx_specs)
                 ctx_of_lexer[id(bl)] = cid
-                self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms]))
+                self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
         self._dfas: list[LexerDFA | None] = [None] * len(self._ctx_specs)
@@ -169,17 +156,25 @@ class CompiledGrammar:
         """The lexer automaton of context ``cid`` (built on first use)."""
         dfa = self._dfas[cid]
         if dfa is None:
-            terms, unless, ignore = self._ctx_specs[cid]
-            autos = []
-            for t in terms:
-                a = self._automata.get(t.name)
-                if a is None:
-                    a = TerminalAutomaton.build(t.name, t.pattern.to_regexp())
-                    self._automata[t.name] = a
-                autos.append(a)
-            dfa = LexerDFA(autos, ignore, unless)
+            terms, unless, ignore, n_main = self._ctx_specs[cid]
+            dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, self._universe())
             self._dfas[cid] = dfa
         return dfa
+
+    def _automaton(self, t: Any) -> TerminalAutomaton:
+        a = self._automata.get(t.name)
+        if a is None:
+            a = TerminalAutomaton.build(t.name, t.pattern.to_regexp())
+            self._automata[t.name] = a
+        return a
+
+    def _universe(self) -> list[TerminalAutomaton]:
+        """Every terminal of every context (a guard carried into a context may hold any of them)."""
+        seen: dict[str, Any] = {}
+        for terms, *_ in self._ctx_specs:
+            for t in terms:
+                seen.setdefault(t.name, t)
+        return [self._automaton(t) for t in seen.values()]
 
     def _build_vocab_matrix(self) -> None:
         toks = self.vocab.tokens
@@ -211,12 +206,18 @@ class CompiledGrammar:
         """
         if all_roots is None:
             all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
-        for cid in range(len(self._ctx_specs)):
-            dfa = self.ctx(cid)
-            for d in range(START, dfa.n_states if all_roots else START + 1):
-                node = self.root(cid, d)
-                if all_roots:
-                    self._warm_children(cid, node, depth=2)
+        changed = True
+        while changed:  # walks add the guarded start states of later contexts: walk those too
+            changed = False
+            for cid in range(len(self._ctx_specs)):
+                dfa = self.ctx(cid)
+                for d in range(START, dfa.n_states if all_roots else START + 1):
+                    if (cid, d) in self._roots:
+                        continue
+                    changed = True
+                    node = self.root(cid, d)
+                    if all_roots:
+                        self._warm_children(cid, node, depth=2)
         return self
 
     def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
@@ -224,13 +225,14 @@ class CompiledGrammar:
         if depth == 0:
             return
         dfa = self.ctx(cid)
-        for w, (tok, off) in node.groups.items():
+        for fid, (tok, off) in node.groups.items():
+            w, guard = dfa.forks[fid]
             nctx = [cid] if dfa.ignore[w] else self._contexts_after(dfa.names[w])
             for ncid in nctx:
-                child = node.children.get((w, ncid))
+                child = node.children.get((fid, ncid))
                 if child is None:
-                    child = self._walk(ncid, START, tok, off)
-                    node.children[(w, ncid)] = child
+                    child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
+                    node.children[(fid, ncid)] = child
                 self._warm_children(ncid, child, depth - 1)
 
     def _contexts_after(self, term: str) -> list[int]:
@@ -317,9 +319,11 @@ class CompiledGrammar:
         return r
 
     def ok_states(self, cid: int, bits: int) -> np.ndarray:
+        """``(n_states,)`` bool of context ``cid``: states whose lexeme can close as a terminal in
+        ``bits`` (or an ignored one); recomputed when the context's automaton has grown."""
         key = (cid, bits)
         r = self._ok_memo.get(key)
-        if r is None:
+        if r is None or r.shape[0] != self.ctx(cid).n_states:
             r = self.ctx(cid).ok_states(bits)
             self._ok_memo[key] = r
         return r
@@ -338,7 +342,7 @@ class CompiledGrammar:
         """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix."""
         self.stats["walks"] += 1
         dfa = self.ctx(cid)
-        flat, winner = dfa.flat_sink, dfa.winner
+        flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
         n = self._order.size
         st = np.full(n, d, dtype=np.int32)
@@ -347,7 +351,8 @@ class CompiledGrammar:
         b_i: list[np.ndarray] = []
         b_p: list[int] = []
         b_w: list[np.ndarray] = []
-        for pos, k in enumerate(self._n_at):
+        n_at = self._n_at
+        for pos, k in enumerate(n_at):
             if k == 0:
                 break
             cur = st[:k]
@@ -355,36 +360,52 @@ class CompiledGrammar:
             np.left_shift(cur, 8, out=ik)
             np.add(ik, self._bytes_t[pos, :k], out=ik)
             nxt = flat.take(ik)
-            died = np.flatnonzero(nxt == DEAD)
-            if died.size:
-                w = winner[cur[died]]
-                closes = w >= 0
-                if closes.any():
-                    b_i.append(died[closes])
-                    b_p.append(pos)
-                    b_w.append(w[closes])
+            # tokens with bytes left after this one, now at a fork: the lexeme may close here
+            k2 = n_at[pos + 1] if pos + 1 < len(n_at) else 0
+            if k2:
+                f = fork_id.take(nxt[:k2])
+                at = np.flatnonzero(f >= 0)
+                if at.size:
+                    b_i.append(at)
+                    b_p.append(pos + 1)
+                    b_w.append(f[at])
             st[:k] = nxt
             lo, hi = self._fin_at[pos]
             if hi > lo:
                 end_s[lo:hi] = nxt[lo:hi]
         live = np.flatnonzero((end_s != DEAD) & (end_s != sink))
-        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        if b_i:
-            bi = np.concatenate(b_i)
-            bp = np.concatenate([np.full(a.size, p, dtype=np.int32) for a, p in zip(b_i, b_p)])
-            bw = np.concatenate(b_w)
-            for w in np.unique(bw):
-                sel = bw == w
-                groups[int(w)] = (self._order[bi[sel]], bp[sel])
+        groups = self._groups(dfa, self._order, b_i, b_p, b_w)
         tok = self._order[live]
         srt = np.argsort(tok, kind="stable")
-        return WalkNode(tok[srt], end_s[live][srt].astype(np.int16 if dfa.n_states < 32000 else np.int32), groups, {})
+        return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
+
+    def _groups(self, dfa: LexerDFA, toks: np.ndarray, b_i: list[np.ndarray], b_p: list,
+                b_w: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Fork id -> (token ids, offsets of the next lexeme) of tokens whose lexeme may close inside
+        them, without those whose next byte already fires the fork's guard."""
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if not b_i:
+            return groups
+        bi = np.concatenate(b_i)
+        bp = np.concatenate([np.full(a.size, p, dtype=np.int32) if np.isscalar(p) else p
+                             for a, p in zip(b_i, b_p)]).astype(np.int32)
+        bw = np.concatenate(b_w)
+        tk = toks[bi]
+        for fid in np.unique(bw):
+            sel = bw == fid
+            t, o = tk[sel], bp[sel]
+            ok = dfa.fork_ok_byte[int(fid)][self._bytes[t, o]]
+            if not ok.all():
+                t, o = t[ok], o[ok]
+            if t.size:
+                groups[int(fid)] = (t, o)
+        return groups
 
     def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
         """Run tokens ``tok`` (starting at byte offsets ``off``) through context ``cid`` from state ``d``."""
         self.stats["walks"] += 1
         dfa = self.ctx(cid)
-        table, winner = dfa.table, dfa.winner
+        table, fork_id = dfa.table, dfa.fork_id
         lens = self._lens[tok]
         st = np.full(tok.size, d, dtype=np.int32)
         idx = np.arange(tok.size)
@@ -396,43 +417,35 @@ class CompiledGrammar:
         pos = 0
         while idx.size:
             col = off[idx] + pos
-            cur = st[idx]
-            nxt = table[cur, self._bytes[tok[idx], col]]
-            dead = nxt == DEAD
-            if dead.any():
-                di = idx[dead]
-                w = winner[cur[dead]]
-                closes = w >= 0
-                if closes.any():
-                    b_idx.append(di[closes])
-                    b_pos.append(col[dead][closes])
-                    b_win.append(w[closes])
-                live = ~dead
+            nxt = table[st[idx], self._bytes[tok[idx], col]]
+            live = nxt != DEAD
+            if not live.all():
                 idx, nxt, col = idx[live], nxt[live], col[live]
             st[idx] = nxt
             fin = lens[idx] == col + 1
             if fin.any():
                 end_parts.append(idx[fin])
                 end_states.append(nxt[fin])
-                idx = idx[~fin]
+                rest = ~fin
+                idx, nxt, col = idx[rest], nxt[rest], col[rest]
+            f = fork_id[nxt]
+            at = f >= 0
+            if at.any():
+                b_idx.append(idx[at])
+                b_pos.append(col[at] + 1)
+                b_win.append(f[at])
             pos += 1
         end_i = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
         end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
-        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        if b_idx:
-            bi = np.concatenate(b_idx)
-            bp = np.concatenate(b_pos).astype(np.int32)
-            bw = np.concatenate(b_win)
-            for w in np.unique(bw):
-                sel = bw == w
-                groups[int(w)] = (tok[bi[sel]], bp[sel])
+        groups = self._groups(dfa, tok, b_idx, b_pos, b_win)
         return WalkNode(tok[end_i].astype(np.int32), end_s.astype(np.int32), groups, {})
 
     # ------------------------------------------------------------------------------------ masks
     def mask_for(self, stack: Stack, d: int) -> np.ndarray:
         """The exact next-token mask at matcher state ``(stack, d)``: ``(vocab,)`` bool (read-only).
 
-        EOS ids are True iff the prefix is a complete sentence.  Cached (LRU) by state.
+        EOS ids are True iff the prefix is a complete sentence.  Cached (LRU) by state.  A negative
+        ``stack`` names a set of lexing hypotheses (:meth:`step_bytes`); its mask is their union.
         """
         key = (stack, d)
         m = self._masks.get(key)
@@ -442,15 +455,35 @@ class CompiledGrammar:
             return m
         self.stats["mask_misses"] += 1
         m = np.zeros(self.vocab_size, dtype=bool)
-        cid = self.state_ctx[self._stk_state[stack]]
-        self._fill(m, stack, cid, self.root(cid, d))
-        if self.is_complete(stack, d):
-            m[self._eos] = True
+        if stack < 0:
+            for hs, hd in self._multi[-1 - stack]:
+                m |= self.mask_for(hs, hd)
+        else:
+            cid = self.state_ctx[self._stk_state[stack]]
+            dfa = self.ctx(cid)
+            self._fill(m, stack, cid, self.root(cid, d))
+            fid = dfa.fork_list[d]
+            if fid >= 0:  # the lexeme may also close here: every token then starts the next one
+                alt = self._after_close(stack, dfa, fid)
+                if alt is not None:
+                    m |= self.mask_for(*alt)
+            if self.is_complete(stack, d):
+                m[self._eos] = True
         m.setflags(write=False)
         self._masks[key] = m
         if len(self._masks) > self.mask_cache_size:
             self._masks.popitem(last=False)
         return m
+
+    def _after_close(self, stack: Stack, dfa: LexerDFA, fid: int) -> tuple[Stack, int] | None:
+        """The state after closing the lexeme at fork ``fid``: the parser fed with the winner (the
+        same stack for an ignored one) and the next context's empty lexeme under the fork's guard;
+        None if the parser cannot shift the winner."""
+        w, guard = dfa.forks[fid]
+        ns = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+        if ns is None:
+            return None
+        return ns, self.ctx(self.state_ctx[self._stk_state[ns]]).start_for(guard)
 
     def _fill(self, m: np.ndarray, stack: Stack, cid: int, node: WalkNode) -> None:
         if node.end_tok.size:
@@ -462,79 +495,118 @@ class CompiledGrammar:
                 m |= ok[node.dense_end]
             else:
                 m[node.end_tok[ok[node.end_state]]] = True
-        if not node.groups and not node.groups0:
+        if not node.groups:
             return
         dfa = self.ctx(cid)
-        for w, tok in (node.groups0 or {}).items():
-            nstack0 = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
-            if nstack0 is not None:
-                sub = self.mask_for(nstack0, START)
-                if tok.size > self._dense_min:
-                    mem = node.dense0.get(w)
-                    if mem is None:
-                        mem = np.zeros(self.vocab_size, dtype=bool)
-                        mem[tok] = True
-                        node.dense0[w] = mem
-                    m |= sub & mem
-                else:
-                    m[tok] |= sub[tok]
-        for w, (tok, off) in node.groups.items():
-            if dfa.ignore[w]:
-                nstack: Stack | None = stack
-            else:
-                nstack = self.feed(stack, dfa.names[w])
+        for fid, (tok, off) in node.groups.items():
+            w, guard = dfa.forks[fid]
+            nstack: Stack | None = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
             if nstack is None:
                 continue
             ncid = self.state_ctx[self._stk_state[nstack]]
-            child = node.children.get((w, ncid))
+            child = node.children.get((fid, ncid))
             if child is None:
-                child = self._walk(ncid, START, tok, off)
-                node.children[(w, ncid)] = child
+                child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
+                node.children[(fid, ncid)] = child
             self._fill(m, nstack, ncid, child)
 
     # ----------------------------------------------------------------------- scalar transitions
+    def hypotheses(self, stack: Stack, d: int) -> list[tuple[Stack, int]]:
+        """The lexing hypotheses ``(stack, state)`` a matcher state stands for (itself unless
+        ``stack`` is negative, the id of an interned set)."""
+        return list(self._multi[-1 - stack]) if stack < 0 else [(stack, d)]
+
+    def _state_of(self, hyps: list[tuple[Stack, int]]) -> tuple[Stack, int]:
+        if len(hyps) == 1:
+            return hyps[0]
+        key = tuple(sorted(hyps))
+        i = self._multi_index.get(key)
+        if i is None:
+            i = len(self._multi)
+            self._multi.append(key)
+            self._multi_index[key] = i
+        return -1 - i, 0
+
     def step_bytes(self, stack: Stack, d: int, data: bytes) -> tuple[Stack, int] | None:
         """Advance state ``(stack, d)`` over ``data`` with the same semantics as the masks.
 
-        Returns the new state, or None when ``data`` makes the prefix non-viable.
+        Every lexing hypothesis still alive is carried: at a fork the lexeme both closes (the next
+        one starts under the fork's guard) and goes on.  Returns the new state (a negative stack when
+        several hypotheses survive), or None when ``data`` makes the prefix non-viable.
         """
-        cid = self.state_ctx[self._stk_state[stack]]
-        dfa = self.ctx(cid)
-        for b in data:
-            nd = dfa.rows[d][b]
-            if nd == DEAD:
-                ns = self._close(stack, dfa, d)
-                if ns is None:
-                    return None
-                if ns != stack:
-                    stack = ns
-                    dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
-                nd = dfa.rows[START][b]
+        if stack >= 0:  # one hypothesis: the plain automaton walk while only one survives
+            dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+            rows, forks = dfa.rows, dfa.fork_list
+            for i, b in enumerate(data):
+                nd = rows[d][b]
+                fid = forks[d]
+                if fid >= 0:
+                    alt = self._close_at(stack, dfa, fid)
+                    if alt is not None:
+                        adfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
+                        ad = adfa.rows[alt[1]][b]
+                        if ad != DEAD:
+                            if nd != DEAD:
+                                return self._step_multi([(stack, nd), (alt[0], ad)], data[i + 1:])
+                            stack, nd, dfa = alt[0], ad, adfa
+                            rows, forks = dfa.rows, dfa.fork_list
                 if nd == DEAD:
                     return None
-            d = nd
-        if d != START:
-            bits = self.allowed_bits(stack) | dfa.ignore_bits
-            if not dfa.reach[d] & bits:
+                d = nd
+            return (stack, d) if self._viable(stack, d) else None
+        return self._step_multi(self.hypotheses(stack, d), data)
+
+    def _close_at(self, stack: Stack, dfa: LexerDFA, fid: int) -> tuple[Stack, int] | None:
+        """:meth:`_after_close`, memoised by (stack, fork) (the stack fixes the context)."""
+        key = (stack, fid)
+        try:
+            return self._close_memo[key]
+        except KeyError:
+            r = self._close_memo[key] = self._after_close(stack, dfa, fid)
+            return r
+
+    def _step_multi(self, hyps: list[tuple[Stack, int]], data: bytes) -> tuple[Stack, int] | None:
+        for b in data:
+            nxt: dict[tuple[Stack, int], None] = {}
+            for hs, hd in hyps:
+                dfa = self.ctx(self.state_ctx[self._stk_state[hs]])
+                nd = dfa.rows[hd][b]
+                if nd != DEAD:
+                    nxt[(hs, nd)] = None
+                fid = dfa.fork_list[hd]
+                if fid >= 0:
+                    alt = self._close_at(hs, dfa, fid)
+                    if alt is not None:
+                        ndfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
+                        nd = ndfa.rows[alt[1]][b]
+                        if nd != DEAD:
+                            nxt[(alt[0], nd)] = None
+            if not nxt:
                 return None
-        return stack, d
+            hyps = list(nxt)
+        alive = [h for h in hyps if self._viable(*h)]
+        if not alive:
+            return None
+        return self._state_of(alive)
+
+    def _viable(self, stack: Stack, d: int) -> bool:
+        dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+        if dfa.is_start[d]:
+            return True
+        return bool(dfa.reach[d] & (self.allowed_bits(stack) | dfa.ignore_bits))
 
     def is_complete(self, stack: Stack, d: int) -> bool:
         """Is the text read so far a sentence of the grammar (end of input allowed here)?"""
-        if d == START:
+        if stack < 0:
+            return any(self.is_complete(hs, hd) for hs, hd in self._multi[-1 - stack])
+        dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
+        if dfa.is_start[d]:
             return self.accepts_end(stack)
-        ns = self._close(stack, self.ctx(self.state_ctx[self._stk_state[stack]]), d)
-        return ns is not None and self.accepts_end(ns)
-
-    def _close(self, stack: Stack, dfa: LexerDFA, d: int) -> Stack | None:
-        """Close the open lexeme (automaton state ``d``) and feed its winner to the parser.
-
-        Returns the new stack (the same one for an ignored lexeme), or None if the lexeme is not
-        accepted by any terminal or the parser cannot shift it."""
-        w = dfa.winner_list[d]
-        if w < 0:
-            return None
-        return stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
+        fid = dfa.fork_list[d]
+        if fid < 0:
+            return False
+        alt = self._after_close(stack, dfa, fid)
+        return alt is not None and self.accepts_end(alt[0])
 
     @property
     def initial_state(self) -> tuple[Stack, int]:
@@ -717,8 +789,8 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
     "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
-    "_stk_state", "_stk_index", "_feed_memo", "_allowed_memo", "_ok_memo", "_masks", "mask_cache_size",
-    "_dense_min", "stats"})
+    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
+    "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats"})
 
 
 def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lark_obj: Any) -> bool:

@@ -5,21 +5,24 @@ current state, plus the ``%ignore`` terminals.  gad compiles each such terminal 
 **byte-level** DFA whose states are tuples of per-terminal character-automaton states
 (``interegular`` FSMs) plus the bytes of a partially read UTF-8 character.
 
-Lexing semantics (emulating Lark on complete strings; see README "Exactness"):
+Lexing semantics: Lark's contextual lexer, exactly, on complete strings.  Lark's scanner joins the
+context's terminals, in Lark's order (priority, max width, pattern length, name), into one
+alternation and calls ``re.match``: the **first** terminal that matches at the position wins, with its
+own match, however short; then Lark's keyword rule ("unless") may retype it as an equal string
+terminal.  gad follows every reading that is still possible:
 
-* a lexeme is extended greedily while the next byte keeps some terminal of the context alive
-  (maximal munch with one byte of look-ahead, no backtracking);
-* when the next byte kills every terminal and the current text is accepted, the lexeme closes with
-  the *winner*: the first accepting terminal in Lark's order (priority, max width, pattern length,
-  name), after Lark's keyword rule (a string terminal of equal priority fully matched by a regex
-  terminal turns that regex's match into the string's type, "unless" in Lark's source);
+* the automaton state records the first terminal that has matched so far and cuts every later one;
+* when that terminal matches (a *fork*), the lexeme both closes (the parser is fed, the next lexeme
+  starts) and goes on; the closed reading carries a *guard*: the terminals that would override it
+  (earlier ones still alive, or the winner itself, which may match a longer text); a byte that
+  completes one of them kills that reading, as Lark would have lexed the text the other way;
 * a lexeme never matches the empty string (Lark refuses zero-width terminals).
 
-Divergences from Lark's ``re``-based scanner (documented, tested on the shipped grammars): Lark
-tries terminals in order and takes the first that matches a prefix, with Python's backtracking
-match; gad takes the longest match and breaks ties by the same order, and never backtracks more
-than one byte.  ``\\d``, ``\\w``, ``\\s`` are ASCII classes (interegular), where Python's ``re`` is
-Unicode-aware.
+What remains different from Python's ``re`` (README "Exactness"): a terminal's own match is its
+**longest** match, which is what ``re`` returns for the usual greedy patterns but not for lazy
+quantifiers (``/a+?/``) or an alternation whose earlier branch is a proper prefix of a later one
+(``/a|ab/``, also ``/a?(ab)?/``); ``\\d``, ``\\w``, ``\\s`` are ASCII classes (interegular), where
+Python's ``re`` is Unicode-aware.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import numpy as np
 from interegular.fsm import anything_else
 
 from gad.errors import UnsupportedGrammarError
-from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
+from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 
 DEAD = 0
 START = 1
@@ -63,6 +66,7 @@ class TerminalAutomaton:
     live: frozenset[int]
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
+    _ext: dict[int, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -76,11 +80,11 @@ class TerminalAutomaton:
             fsm = regex_fsm(regexp)
         except AutomatonTooLarge:
             raise UnsupportedGrammarError(
-                f"terminal {name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                f"terminal {name} /{clip(regexp)}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
                 "(exponential or huge repetition); simplify the pattern or express it with rules") from None
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
-                f"terminal {name} has a pattern gad cannot compile to an automaton ({regexp!r}): {exc}") from exc
+                f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
         # co-reachable states: those from which a final state can be reached
         rev: dict[int, set[int]] = {}
         for s, trans in fsm.map.items():
@@ -97,14 +101,14 @@ class TerminalAutomaton:
         nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
                              if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
         if fsm.initial not in live:
-            raise UnsupportedGrammarError(f"terminal {name} matches no string ({regexp!r})")
+            raise UnsupportedGrammarError(f"terminal {name} matches no string ({clip(regexp)!r})")
         if fsm.initial in fsm.finals:
-            raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({regexp!r})")
+            raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({clip(regexp)!r})")
         return cls(name, regexp, fsm, frozenset(live), nonascii)
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}}
+        return {**self.__dict__, "_memo": {}, "_ext": {}}
 
     def step(self, state: int, ch: str | object) -> int:
         """Next live state after character ``ch`` (or ``anything_else``), -1 if dead."""
@@ -117,6 +121,14 @@ class TerminalAutomaton:
             self._memo[key] = r
         return r
 
+    def extendable(self, state: int) -> bool:
+        """Can some non-empty text be read from ``state`` and still reach a final state?"""
+        r = self._ext.get(state)
+        if r is None:
+            r = any(t in self.live for t in self.fsm.map.get(cast(Any, state), {}).values())
+            self._ext[state] = r
+        return r
+
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
         if self.step(state, anything_else) >= 0:
@@ -125,45 +137,99 @@ class TerminalAutomaton:
 
 
 class LexerDFA:
-    """The byte-level union automaton of one lexer context.
+    """The byte-level automaton of one lexer context under Lark's first-match rule.
+
+    A state is ``(main, best, guard, pending)``:
+
+    * ``main``: one state per terminal of the context (``-1``: dead, or cut because it can no longer
+      win), Lark's order;
+    * ``best``: the first terminal (in that order) that has matched a prefix of the lexeme so far, or
+      ``-1``; every later terminal is cut — Lark's scanner takes the first alternative that matches;
+    * ``guard``: pairs ``(terminal name, state)`` left by an *earlier* lexeme that was closed while a
+      terminal that would have overridden that close was still alive (an earlier terminal that may
+      still match, or the winner that may still match a longer text); reading a byte that completes
+      any of them kills this hypothesis, since Lark would have lexed the earlier text differently;
+    * ``pending``: the bytes of a partially read UTF-8 character.
+
+    A **fork** state is one where the ``best`` terminal has just matched: the lexeme may close here
+    (as ``forks[fork_id[s]] = (winner, guard)``, the winner after Lark's keyword rule, the guard the
+    terminals that could still override the close) or go on.  Walks and matchers follow both.
 
     Attributes:
         names: terminal names in Lark's order (index = terminal id within this context).
         ignore: bool per terminal: an ``%ignore`` terminal (its lexemes are dropped).
-        table: ``(n_states, 256)`` int32 transition table; state 0 is dead, 1 the empty lexeme.
-        accepting: ``(n_states,)`` bool; ``winner``: ``(n_states,)`` int16 terminal id or -1.
-        reach: per state, a bit set (Python int) of the winners reachable from it (itself included).
+        table: ``(n_states, 256)`` int32 transition table; state 0 is dead, 1 the empty lexeme with
+            no guard; :meth:`start_for` adds the empty lexeme under a guard (states grow on demand).
+        fork_id: ``(n_states + 1,)`` int32 index into ``forks`` or -1 (the extra entry: the sink).
+        is_start: ``(n_states,)`` bool, the empty lexeme (under some guard).
+        reach: per state, a bit set (Python int) of the winners of the forks reachable from it.
         reach_group / reach_values: states grouped by identical ``reach`` sets (vectorised checks).
+        n_states: number of states so far; ``version`` grows with it (keys caches of ``ok_states``).
     """
 
+    table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
+    is_start: np.ndarray  # (states,) bool
+    reach_group: np.ndarray
+
     def __init__(self, terminals: list[TerminalAutomaton], ignore: list[bool],
-                 unless: dict[int, list[int]]) -> None:
+                 unless: dict[int, list[int]], n_main: int | None = None,
+                 universe: list[TerminalAutomaton] | None = None) -> None:
         self.names = [t.name for t in terminals]
         self.terms = terminals
+        self.n_main = len(terminals) if n_main is None else n_main
         self.ignore = np.asarray(ignore, dtype=bool)
         self.ignore_bits = sum(1 << i for i, ig in enumerate(ignore) if ig)
         self.unless = unless
-        self.explicit_nonascii = any(t.nonascii for t in terminals)
+        self._no_cut = frozenset(j for js in unless.values() for j in js)
+        uni = {t.name: t for t in (universe or [])}
+        for t in terminals:
+            uni.setdefault(t.name, t)
+        self._uni = uni  # every terminal a guard may hold (byte classes must separate their bytes)
+        self.explicit_nonascii = any(t.nonascii for t in uni.values())
+        self.forks: list[tuple[int, frozenset]] = []
+        self._fork_index: dict[tuple[int, frozenset], int] = {}
+        self.fork_ok_byte: list[np.ndarray] = []
         self._build()
 
     # ----------------------------------------------------------------------------------- building
-    def _step_char(self, states: tuple[int, ...], ch: object) -> tuple[int, ...] | None:
-        out = tuple(-1 if s < 0 else t.step(s, ch) for t, s in zip(self.terms, states))
-        return out if any(s >= 0 for s in out) else None
+    def _step_char(self, key: tuple, ch: object) -> tuple | None:
+        main, best, guard, _ = key
+        ng = []
+        for name, gs in guard:
+            a = self._uni[name]
+            t = a.step(gs, ch)
+            if t < 0:
+                continue
+            if t in a.fsm.finals:
+                return None  # an overriding terminal matched: Lark lexed the earlier text otherwise
+            ng.append((name, t))
+        out = [-1 if st < 0 else t.step(st, ch) for t, st in zip(self.terms, main)]
+        nb = best
+        for j in range(self.n_main if best < 0 else best + 1):
+            if out[j] >= 0 and out[j] in self.terms[j].fsm.finals:
+                nb = j
+                break
+        if nb >= 0:
+            for j in range(nb + 1, self.n_main):
+                if j not in self._no_cut:
+                    out[j] = -1
+        if not any(out[j] >= 0 for j in range(self.n_main)):
+            return None
+        return (tuple(out), nb, frozenset(ng), ())
 
     def _step(self, key: tuple, b: int) -> tuple | None:
-        states, pend = key
+        main, best, guard, pend = key
         if not pend:
             if b < 0x80:
-                nxt = self._step_char(states, chr(b))
-                return None if nxt is None else (nxt, ())
+                return self._step_char(key, chr(b))
             lead = _LEAD.get(b)
-            if lead is None or not any(s >= 0 and t.nonascii_live(s) for t, s in zip(self.terms, states)):
+            if lead is None or not any(st >= 0 and t.nonascii_live(st)
+                                       for t, st in zip(self.terms[:self.n_main], main)):
                 return None
             n, lo, hi = lead
             if self.explicit_nonascii:
-                return (states, (bytes([b]),))
-            return (states, (n, lo, hi))
+                return (main, best, guard, (bytes([b]),))
+            return (main, best, guard, (n, lo, hi))
         if self.explicit_nonascii:
             buf = pend[0] + bytes([b])
             n, lo, hi = _LEAD[buf[0]]
@@ -171,47 +237,74 @@ class LexerDFA:
             if not ((lo <= b <= hi) if pos == 1 else (0x80 <= b <= 0xBF)):
                 return None
             if len(buf) == n + 1:
-                ch = buf.decode("utf-8")
-                nxt = self._step_char(states, ch)
-                return None if nxt is None else (nxt, ())
-            if self._pending_live(states, buf):
-                return (states, (buf,))
+                return self._step_char(key, buf.decode("utf-8"))
+            if self._pending_live(main, buf):
+                return (main, best, guard, (buf,))
             return None
         n, lo, hi = pend
         if not lo <= b <= hi:
             return None
         if n == 1:
-            nxt = self._step_char(states, anything_else)
-            return None if nxt is None else (nxt, ())
-        return (states, (n - 1, 0x80, 0xBF))
+            return self._step_char(key, anything_else)
+        return (main, best, guard, (n - 1, 0x80, 0xBF))
 
-    def _pending_live(self, states: tuple[int, ...], buf: bytes) -> bool:
-        for t, s in zip(self.terms, states):
-            if s < 0:
+    def _pending_live(self, main: tuple[int, ...], buf: bytes) -> bool:
+        for t, st in zip(self.terms[:self.n_main], main):
+            if st < 0:
                 continue
-            if t.step(s, anything_else) >= 0:
+            if t.step(st, anything_else) >= 0:
                 return True
-            if any(c.encode("utf-8").startswith(buf) and t.step(s, c) >= 0 for c in t.nonascii):
+            if any(c.encode("utf-8").startswith(buf) and t.step(st, c) >= 0 for c in t.nonascii):
                 return True
         return False
 
-    def _winner(self, states: tuple[int, ...]) -> int:
-        for i, (t, s) in enumerate(zip(self.terms, states)):
-            if s >= 0 and s in t.fsm.finals:
-                for j in self.unless.get(i, ()):
-                    sj = states[j]
-                    if sj >= 0 and sj in self.terms[j].fsm.finals:
-                        return j
-                return i
-        return -1
+    def _fork(self, key: tuple) -> int:
+        """The fork id of state ``key`` (-1 when its lexeme cannot close here)."""
+        main, best, guard, pend = key
+        if pend or best < 0 or main[best] < 0 or main[best] not in self.terms[best].fsm.finals:
+            return -1
+        w = best
+        for j in self.unless.get(best, ()):
+            sj = main[j]
+            if sj >= 0 and sj in self.terms[j].fsm.finals:
+                w = j
+                break
+        g = set(guard)
+        for k in range(best):
+            if main[k] >= 0:
+                g.add((self.names[k], main[k]))
+        if self.terms[best].extendable(main[best]):
+            g.add((self.names[best], main[best]))
+        fk = (w, frozenset(g))
+        fid = self._fork_index.get(fk)
+        if fid is None:
+            fid = len(self.forks)
+            self._fork_index[fk] = fid
+            self.forks.append(fk)
+            self.fork_ok_byte.append(self._guard_ok_bytes(fk[1]))
+        return fid
+
+    def _guard_ok_bytes(self, guard: frozenset) -> np.ndarray:
+        """``(256,)`` bool: bytes after which ``guard`` has not fired (lead bytes of multi-byte
+        characters always pass: the character decides)."""
+        ok = np.ones(256, dtype=bool)
+        for b in range(0x80):
+            for name, gs in guard:
+                a = self._uni[name]
+                t = a.step(gs, chr(b))
+                if t >= 0 and t in a.fsm.finals:
+                    ok[b] = False
+                    break
+        return ok
 
     def _byte_classes(self) -> list[int]:
         """Representative byte of each byte's equivalence class (bytes every terminal treats alike)."""
         sig_to_rep: dict[tuple, int] = {}
         rep = [0] * 256
+        terms = list(self._uni.values())
         for b in range(256):
             if b < 0x80:
-                sig: tuple = ("a",) + tuple(t.fsm.alphabet[chr(b)] for t in self.terms)
+                sig: tuple = ("a",) + tuple(t.fsm.alphabet[chr(b)] for t in terms)
             elif b in _LEAD:
                 sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
             elif b <= 0xBF:
@@ -222,61 +315,90 @@ class LexerDFA:
         return rep
 
     def _build(self) -> None:
-        start = (tuple(t.fsm.initial for t in self.terms), ())
-        keys: list = [None, start]
-        index = {start: START}
-        rows: list[list[int]] = [[DEAD] * 256, []]
-        rep = self._byte_classes()
-        reps = sorted(set(rep))
-        i = START
-        while i < len(keys):
-            key = keys[i]
+        start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
+        self._keys: list = [None, start]
+        self._index: dict = {start: START}
+        self.rows: list[list[int]] = [[DEAD] * 256, []]
+        self._fork_list: list[int] = [-1, -1]
+        self._rep = self._byte_classes()
+        self._reps = sorted(set(self._rep))
+        self._reach_list: list[int] = [0, 0]
+        self.n_states = 0
+        self.version = 0
+        self._explore(0)
+
+    def start_for(self, guard: frozenset) -> int:
+        """The state of the empty lexeme under ``guard`` (added, with what it reaches, on first use)."""
+        if not guard:
+            return START
+        key = (tuple(t.fsm.initial for t in self.terms), -1, guard, ())
+        i = self._index.get(key)
+        if i is None:
+            i = self._add(key)
+            self._explore(i)
+        return i
+
+    def _add(self, key: tuple) -> int:
+        if len(self._keys) >= MAX_CONTEXT_STATES:
+            raise UnsupportedGrammarError(
+                f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
+                f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
+        j = len(self._keys)
+        self._index[key] = j
+        self._keys.append(key)
+        self.rows.append([])
+        self._fork_list.append(self._fork(key))
+        self._reach_list.append(0)
+        return j
+
+    def _explore(self, first: int) -> None:
+        """Build the rows of every state from ``first`` on (new ones are appended as found)."""
+        i = max(first, START)
+        rep, reps = self._rep, self._reps
+        while i < len(self._keys):
+            key = self._keys[i]
             out: dict[int, int] = {}
             for b in reps:
                 nk = self._step(key, b)
                 if nk is None:
                     out[b] = DEAD
                     continue
-                j = index.get(nk)
+                j = self._index.get(nk)
                 if j is None:
-                    if len(keys) >= MAX_CONTEXT_STATES:
-                        raise UnsupportedGrammarError(
-                            f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
-                            f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
-                    j = len(keys)
-                    index[nk] = j
-                    keys.append(nk)
-                    rows.append([])
+                    j = self._add(nk)
                 out[b] = j
-            rows[i] = [out[rep[b]] for b in range(256)]
+            self.rows[i] = [out[rep[b]] for b in range(256)]
             i += 1
-        n = len(keys)
-        self.n_states = n
-        self.rows = rows
-        self.table = np.asarray(rows, dtype=np.int32)
+        self._finish(first)
+
+    def _finish(self, first: int) -> None:
+        """Extend the arrays with the states from ``first`` on (older states never change)."""
+        n = len(self._keys)
+        old = self.n_states
+        new_rows = np.asarray(self.rows[old:n], dtype=np.int32).reshape(-1, 256)
+        self.table = new_rows if not old else np.vstack([self.table, new_rows])
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
-        # walk sees DEAD exactly once, at the byte where a token dies
+        # vectorised walk keeps dead tokens out of every later fork
         sink_rows = np.vstack([self.table, np.full((1, 256), n, dtype=np.int32)])
         sink_rows[DEAD, :] = n
         self.flat_sink = sink_rows.ravel()
-        winner = np.full(n, -1, dtype=np.int16)
-        for s in range(START, n):
-            states, pend = keys[s]
-            if not pend:
-                winner[s] = self._winner(states)
-        self.winner = winner
-        self.winner_list = winner.tolist()
-        self.accepting = winner >= 0
-        # reachable winners: fixed point over the transition graph
-        succ = [set(r) - {DEAD} for r in rows]
-        reach = [0] * n
-        for s in range(n):
-            if winner[s] >= 0:
-                reach[s] = 1 << int(winner[s])
+        self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
+        self.fork_list = self._fork_list
+        init = tuple(t.fsm.initial for t in self.terms)
+        starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
+        self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \
+            else np.asarray(starts, dtype=bool)
+        # reachable fork winners: fixed point over the new states (old states' sets are final)
+        reach = self._reach_list
+        lo = max(old, 1)
+        for s in range(lo, n):
+            f = self._fork_list[s]
+            reach[s] = 1 << self.forks[f][0] if f >= 0 else 0
+        succ = {s: set(self.rows[s]) - {DEAD} for s in range(lo, n)}
         changed = True
         while changed:
             changed = False
-            for s in range(n - 1, 0, -1):
+            for s in range(n - 1, lo - 1, -1):
                 r = reach[s]
                 for t in succ[s]:
                     r |= reach[t]
@@ -284,12 +406,15 @@ class LexerDFA:
                     reach[s] = r
                     changed = True
         self.reach = reach
-        values: dict[int, int] = {}
-        group = np.zeros(n, dtype=np.int32)
-        for s in range(n):
-            group[s] = values.setdefault(reach[s], len(values))
-        self.reach_group = group
-        self.reach_values = list(values)
+        if not old:
+            self._reach_ids: dict[int, int] = {}
+            self.reach_values = []
+        groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
+        self.reach_values = list(self._reach_ids)
+        g = np.asarray(groups, dtype=np.int32)
+        self.reach_group = np.concatenate([self.reach_group, g]) if old else g
+        self.n_states = n
+        self.version += 1
 
     # ------------------------------------------------------------------------------------ queries
     def ok_states(self, allowed_bits: int) -> np.ndarray:
@@ -303,12 +428,14 @@ class LexerDFA:
         return out
 
 
-def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]]]:
+def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]], int]:
     """Terminals of one Lark ``BasicLexer`` in scanning order, after Lark's keyword ("unless") rule.
 
-    Returns ``(terminal_defs, unless)`` where ``unless[i]`` lists the ids (in the returned order) of
-    string terminals that turn a match of regex terminal ``i`` into their own type when the lexeme
-    equals them.  Mirrors ``lark.lexer._create_unless`` (Lark 1.x).
+    Returns ``(terminal_defs, unless, n_main)`` where ``unless[i]`` lists the ids (in the returned
+    order) of string terminals that turn a match of regex terminal ``i`` into their own type when the
+    lexeme equals them, and the first ``n_main`` terminals are those Lark's scanner tries (the rest are
+    the strings Lark drops from the scanner because a regex covers them: only keyword targets).
+    Mirrors ``lark.lexer._create_unless`` (Lark 1.x).
     """
     from lark.lexer import PatternRE, PatternStr
 
@@ -334,4 +461,4 @@ def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]]]:
     ordered = kept + extra
     pos = {t.name: i for i, t in enumerate(ordered)}
     unless = {pos[r]: [pos[s] for s in ss] for r, ss in unless_names.items()}
-    return ordered, unless
+    return ordered, unless, len(kept)

@@ -84,7 +84,8 @@ class Matcher:
 
     @property
     def state(self) -> tuple:
-        """The current ``(parser stack id, lexer automaton state)`` of the compiled grammar."""
+        """The current ``(parser stack id, lexer automaton state)`` of the compiled grammar; a negative
+        stack id names a set of lexing hypotheses (:meth:`CompiledGrammar.hypotheses` lists them)."""
         return self._states[-1]
 
     def state_key(self) -> tuple:

@@ -18,6 +18,14 @@ MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal'
 MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
 
 
+def clip(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters for an error message (``…`` and the full length added),
+    so that a 200 KB pattern is never echoed whole."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
 class AutomatonTooLarge(Exception):
     """A terminal's (or lexer context's) automaton exceeds its state budget."""
 

@@ -34,6 +34,7 @@ from lark.common import ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
 from lark.lexer import TerminalDef
+from lark.load_grammar import eval_escaping
 from lark.parsers.lalr_analysis import LALR_Analyzer
 
 from gad.errors import (
@@ -45,7 +46,7 @@ from gad.errors import (
     UnsupportedGrammarError,
 )
 from gad.grammar import ebnf
-from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, regex_fsm
+from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 
 __all__ = ["Grammar"]
 
@@ -54,10 +55,28 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"  # shipped grammars (p
 _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 
 
+# Size limits, checked before Lark's LALR analysis (which took over 120 s on 56,790 rules and hit
+# Python's recursion limit on rule chains ~1,000 deep) and before gad's automata (5,000 string
+# literals took 64-99 s and 924 MB to compile; 1,000 take ~6 s; a 200 KB regexp took 23 s and 830 MB).
+# The shipped grammars use a few KB, < 200 definitions and < 100 terminals.
+MAX_GRAMMAR_CHARS = 1_000_000  # characters of grammar text (the source, GBNF before conversion too)
+MAX_DEFINITIONS = 5_000  # rule and terminal definitions
+MAX_TERMINALS = 1_000  # terminals, named and anonymous (distinct string literals count one each)
+MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
+
 _LARK_LOCK = threading.Lock()
 
 
-def _build_lark(text: str, start: str) -> Lark:
+def _source_path(path: str) -> str:
+    """The ``source_path`` Lark resolves relative ``%import`` lines against: the grammar file itself, or
+    a name in the current directory for a grammar given as a string (Lark's own default for strings
+    is the directory of the running script, which depends on who imports gad)."""
+    if path == "<string>" or not path:
+        return str(Path.cwd() / "<string>")
+    return str(Path(path).resolve())
+
+
+def _build_lark(text: str, start: str, path: str = "<string>") -> Lark:
     # Lark's own terminal-collision check (only log warnings when strict=False) builds every
     # terminal's automaton with interegular without any bound: two terminals such as
     # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
@@ -66,7 +85,8 @@ def _build_lark(text: str, start: str) -> Lark:
         saved = lark_lexer.has_interegular
         lark_lexer.has_interegular = False
         try:
-            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False)
+            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False,
+                             source_path=_source_path(path))
         finally:
             lark_lexer.has_interegular = saved
 
@@ -172,6 +192,7 @@ class Grammar:
         """
         if kind not in _KINDS:
             raise GrammarError(f"unknown grammar kind {kind!r} (expected 'lark' or 'ebnf')", path=path)
+        _check_size(text, path)
         rule_names: dict[str, str] = {}
         positions: dict[str, tuple[int, int]] = {}
         if kind == "ebnf":
@@ -187,6 +208,8 @@ class Grammar:
         else:
             lark_text = text
             start = start or "start"
+        if kind == "ebnf":
+            _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
         parser = grammar._validate(source_text=text, positions=positions)
         grammar.__dict__["lark"] = parser  # cached_property slot: built once
@@ -197,7 +220,7 @@ class Grammar:
     @cached_property
     def lark(self) -> Lark:
         """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
-        return _build_lark(self.lark_text, self.start)
+        return _build_lark(self.lark_text, self.start, self.path)
 
     @property
     def terminal_defs(self) -> list[TerminalDef]:
@@ -247,13 +270,22 @@ class Grammar:
         parser = self._construct(source_text, positions)
         self._check_conflicts(parser, source_text, positions)
         fsms = self._check_terminals(parser, source_text, positions)
+        self._check_scanners(parser, source_text, positions)
         self._check_nonempty(parser, fsms, source_text, positions)
         return parser
 
     def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
         path = self.path
         try:
-            return _build_lark(self.lark_text, self.start)
+            return _build_lark(self.lark_text, self.start, path)
+        except AssertionError as e:  # Lark asserts when a relative %import file exists elsewhere
+            parts = re.findall(r"Token\('\w+', '([^']*)'\)", str(e))
+            module = ".".join(parts) or "?"
+            pos = _find_directive(source_text, "%import", module.split(".")[-1]) if self.kind == "lark" else None
+            raise GrammarSyntaxError(
+                f"%import: module {module!r} not found beside the grammar "
+                f"({'the current directory' if path == '<string>' else Path(path).resolve().parent})",
+                path=path, line=pos[0] if pos else None, column=pos[1] if pos else None) from None
         except UnexpectedInput as e:  # Lark's own grammar parser (the position is in the prefix already)
             head = re.sub(r"\s*at line \d+,? column \d+\.?$", "", _first_line(str(e)))
             raise GrammarSyntaxError(f"syntax error: {head}", path=path,
@@ -308,6 +340,10 @@ class Grammar:
                 raise GrammarSyntaxError(f"terminal {m.group(1)} has an invalid regular expression {m.group(2)}",
                                          **self._err_pos(m.group(1), source_text, positions)) from None
             raise UnsupportedGrammarError(_first_line(msg), path=path) from None
+        except RecursionError:
+            raise UnsupportedGrammarError(
+                "rules nest too deeply for Lark's LALR analysis (Python's recursion limit): "
+                "flatten long chains of rules, e.g. with repetition (item+)", path=path) from None
         except (LarkError, OSError) as e:
             raise self._other_lark_error(str(e), source_text) from None
 
@@ -330,6 +366,33 @@ class Grammar:
         if pos is not None:
             return GrammarSyntaxError(msg, path=self.path, line=pos[0], column=pos[1])
         return GrammarError(msg, path=self.path)
+
+    def _check_scanners(self, parser: Lark, source_text: str,
+                        positions: dict[str, tuple[int, int]]) -> None:
+        """Build Lark's lexer scanners now (Lark builds them on the first parse), so that a terminal
+        Python's ``re`` refuses inside Lark's combined pattern (e.g. a literal such as
+        ``"\\u0301\\u0301"``, which Lark names after its text, an invalid group name) is reported
+        here with its position, never as an ``re.error`` from :meth:`parses`.
+
+        Raises:
+            UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
+        """
+        lexer = parser.parser.lexer
+        for bl in [*getattr(lexer, "lexers", {}).values(), getattr(lexer, "root_lexer", lexer)]:
+            try:
+                bl.scanner  # noqa: B018 - the property builds and caches the scanner
+            except re.error as e:
+                bad = next((t for t in bl.terminals if _bad_group_name(t.name)), None)
+                if bad is None:
+                    raise UnsupportedGrammarError(f"Python's re refuses the lexer's combined pattern: {e}",
+                                                  path=self.path) from None
+                pos = _find_literal(source_text, bad.pattern.value) if self.kind == "lark" else None
+                where = ({"path": self.path, "line": pos[0], "column": pos[1]} if pos
+                         else self._err_pos(bad.name, source_text, positions))
+                raise UnsupportedGrammarError(
+                    f"literal {bad.pattern.value!r:.60} gets the terminal name {bad.name!r:.60} from Lark, "
+                    "which Python's re refuses as a group name; give it a named terminal "
+                    "(e.g. MARK: \"...\") and use that name", **where) from None
 
     def _check_conflicts(self, parser: Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> None:
@@ -370,24 +433,32 @@ class Grammar:
     def _check_terminals(self, parser: Lark, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> dict[str, object]:
         fsms: dict[str, object] = {}
+        if len(parser.terminals) > MAX_TERMINALS:
+            raise UnsupportedGrammarError(
+                f"the grammar has {len(parser.terminals):,} terminals, more than gad's limit of {MAX_TERMINALS:,} "
+                "(each is a lexer automaton); fold keyword alternatives into fewer terminals", path=self.path)
         for t in parser.terminals:
             regexp = t.pattern.to_regexp()
+            if len(regexp) > MAX_REGEX_CHARS:
+                raise UnsupportedGrammarError(
+                    f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
+                    "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
             bad = _unsupported_regex_feature(regexp)
             if bad:
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ uses {bad}, which a DFA cannot express exactly "
+                    f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "
                     "(lookarounds, back-references and anchors are not supported)",
                     **self._err_pos(t.name, source_text, positions))
             try:
                 fsms[t.name] = regex_fsm(regexp)
             except AutomatonTooLarge:
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
+                    f"terminal {t.name} /{clip(regexp)}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
                     "(exponential or huge repetition); simplify the pattern or express it with rules",
                     **self._err_pos(t.name, source_text, positions)) from None
             except Exception as e:  # interegular raises several unrelated types (Unsupported, ...)
                 raise UnsupportedGrammarError(
-                    f"terminal {t.name} /{regexp}/ cannot be compiled to a DFA by interegular "
+                    f"terminal {t.name} /{clip(regexp)}/ cannot be compiled to a DFA by interegular "
                     f"({type(e).__name__}: {_first_line(str(e))}); lookarounds and back-references are "
                     "not supported", **self._err_pos(t.name, source_text, positions)) from None
         return fsms
@@ -443,6 +514,52 @@ def _unsupported_regex_feature(regexp: str) -> str | None:
         elif c in "^$":
             return f"the anchor {c}"
         i += 1
+    return None
+
+
+_DEFINITION = re.compile(r"^[ \t]*[?!]?\w+(?:\.-?\d+)?[ \t]*:(?!:)", re.M)
+_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"i?')
+
+
+def _check_size(text: str, path: str, what: str = "the grammar") -> None:
+    """Refuse grammar text over the documented size limits before Lark analyses it.
+
+    Raises:
+        UnsupportedGrammarError: over :data:`MAX_GRAMMAR_CHARS` characters, :data:`MAX_DEFINITIONS`
+            definitions or :data:`MAX_TERMINALS` distinct string literals (the limit and the count named).
+    """
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise UnsupportedGrammarError(
+            f"{what} is {len(text):,} characters, more than gad's limit of {MAX_GRAMMAR_CHARS:,}", path=path)
+    n_def = sum(1 for _ in _DEFINITION.finditer(text))
+    if n_def > MAX_DEFINITIONS:
+        raise UnsupportedGrammarError(
+            f"{what} has {n_def:,} rule and terminal definitions, more than gad's limit of "
+            f"{MAX_DEFINITIONS:,} (Lark's LALR analysis grows too slow)", path=path)
+    n_lit = len(set(_LITERAL.findall(text)))
+    if n_lit > MAX_TERMINALS:
+        raise UnsupportedGrammarError(
+            f"{what} has {n_lit:,} distinct string literals, more than gad's limit of {MAX_TERMINALS:,} "
+            "terminals (each is a lexer automaton); fold keyword alternatives into fewer terminals", path=path)
+
+
+def _bad_group_name(name: str) -> bool:
+    """Would Python's ``re`` refuse ``name`` as a ``(?P<name>...)`` group name?"""
+    try:
+        re.compile(f"(?P<{name}>x)")
+    except re.error:
+        return True
+    return False
+
+
+def _find_literal(text: str, value: str) -> tuple[int, int] | None:
+    """(line, column) of the first string literal of ``text`` whose value is ``value``."""
+    for m in re.finditer(r'"((?:[^"\\\n]|\\.)*)"', text):
+        try:
+            if eval_escaping(m.group(1)) == value:
+                return _line_col(text, m.start())
+        except Exception:  # noqa: BLE001, S112 - not a literal Lark can read: keep looking
+            continue
     return None
 
 

@@ -71,8 +71,11 @@ class LanguageModel(Protocol):
         """Logits width (== ``vocab.size``)."""
         ...
 
-    def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
-        """Token ids of ``prompt``; with ``chat`` the model's chat template (user turn + generation prompt)."""
+    def encode_prompt(self, prompt: str, chat: bool = True, special_tokens: bool = False) -> list[int]:
+        """Token ids of ``prompt``; with ``chat`` the model's chat template (user turn + generation prompt).
+
+        Control tokens typed in ``prompt`` stay plain text unless ``special_tokens``; a prompt longer
+        than the model's context raises :class:`gad.errors.InvalidArgumentError`."""
         ...
 
     def logprobs(self, contexts: Sequence[Sequence[int]]) -> np.ndarray:
@@ -197,7 +200,7 @@ class ToyLM:
             fp = self._fp = h.hexdigest()[:24]
         return fp
 
-    def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
+    def encode_prompt(self, prompt: str, chat: bool = True, special_tokens: bool = False) -> list[int]:
         return []
 
     def logprobs(self, contexts: Sequence[Sequence[int]]) -> np.ndarray:

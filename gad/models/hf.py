@@ -328,22 +328,82 @@ class HFLanguageModel:
             self._fingerprint = h.hexdigest()[:24]
         return self._fingerprint
 
-    def encode_prompt(self, prompt: str, chat: bool = True) -> list[int]:
+    def encode_prompt(self, prompt: str, chat: bool = True, special_tokens: bool = False) -> list[int]:
         """Token ids of ``prompt``.
 
         With ``chat`` and a tokenizer that has a chat template, the prompt is one user turn followed by
         the generation prompt (``add_generation_prompt=True``); otherwise it is tokenized as is (with the
         tokenizer's own special tokens, e.g. BOS).
+
+        Control tokens typed in the prompt text (``<|im_end|>``, ``<|im_start|>system``, ...) are
+        encoded as the plain text they are, unless ``special_tokens=True``: otherwise a user could end
+        their own turn and open a system turn (role injection).  Only the chat template itself (and
+        the tokenizer's BOS) contributes control tokens.
+
+        Returns:
+            token ids, at most :attr:`max_context` of them.
         Raises:
-            InvalidArgumentError: ``prompt`` is not a string.
+            InvalidArgumentError: ``prompt`` is not a string, or its encoding is longer than the model's
+                context (:attr:`max_context` tokens; nothing is cut silently).
         """
         if not isinstance(prompt, str):
             raise InvalidArgumentError(f"prompt must be a string, got {type(prompt).__name__}")
-        if chat and getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return list(self.tokenizer(prompt)["input_ids"])
+        tok = self.tokenizer
+        plain = special_tokens or not any(c in prompt for c in self._control_strings())
+        split = {} if plain else {"split_special_tokens": True}
+        if chat and getattr(tok, "chat_template", None):
+            if plain:  # no control token typed in the text: one pass over the rendered template
+                text = tok.apply_chat_template(
+                    [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+                ids = list(tok(text, add_special_tokens=False)["input_ids"])
+            else:
+                # the template around a sentinel: its parts keep their control tokens, the user's
+                # text is encoded with special tokens split into plain text
+                sentinel = "\x00gad-prompt\x00"
+                text = tok.apply_chat_template(
+                    [{"role": "user", "content": sentinel}], tokenize=False, add_generation_prompt=True)
+                if text.count(sentinel) != 1:
+                    raise InvalidArgumentError("the chat template does not place the user's text once; "
+                                               "encode the prompt yourself, or pass chat=False")
+                head, tail = text.split(sentinel)
+                ids = (list(tok(head, add_special_tokens=False)["input_ids"]) if head else []) \
+                    + list(tok(prompt, add_special_tokens=False, **split)["input_ids"]) \
+                    + (list(tok(tail, add_special_tokens=False)["input_ids"]) if tail else [])
+        else:
+            ids = list(tok(prompt, **split)["input_ids"])
+        self.check_prompt_length(len(ids))
+        return ids
+
+    def _control_strings(self) -> list[str]:
+        """The texts of the tokenizer's special (control) tokens, e.g. ``<|im_end|>``."""
+        out = set(getattr(self.tokenizer, "all_special_tokens", []) or [])
+        for t in (getattr(self.tokenizer, "added_tokens_decoder", None) or {}).values():
+            if getattr(t, "special", False):
+                out.add(str(t))
+        return sorted(x for x in out if x)
+
+    @property
+    def max_context(self) -> int | None:
+        """The model's context length in tokens (``max_position_embeddings`` / ``n_positions`` of its
+        config), or None when the config names none."""
+        cfg = self.model.config
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            v = getattr(cfg, key, None)
+            if isinstance(v, int) and v > 0:
+                return v
+        return None
+
+    def check_prompt_length(self, n_tokens: int) -> None:
+        """Refuse a prompt of ``n_tokens`` tokens that does not fit the model's context.
+
+        Raises:
+            InvalidArgumentError: ``n_tokens`` > :attr:`max_context` (the message gives both).
+        """
+        limit = self.max_context
+        if limit is not None and n_tokens > limit:
+            raise InvalidArgumentError(
+                f"the prompt is {n_tokens:,} tokens, longer than the context of model {self.name} "
+                f"({limit:,} tokens); shorten it (gad does not cut prompts)")
 
     def _check_context(self, ctx: Sequence[int]) -> list[int]:
         ids = [int(t) for t in ctx]
@@ -471,6 +531,7 @@ class HFSession:
         self.lm = lm
         self.batch = batch
         self.prompt = lm._check_context(prompt_ids)
+        lm.check_prompt_length(len(self.prompt))
         self._gen: list[list[int]] = [[] for _ in range(batch)]
         self.forward_passes = 0
         config = lm.model.config

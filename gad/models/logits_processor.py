@@ -8,6 +8,16 @@ At each call every row's generated prefix (the ids after the prompt) is looked u
 matchers keyed by that prefix; an unseen prefix forks the matcher of its longest cached prefix and
 advances it.  Repeated prefixes (several rows, beam search reordering rows, a rolled-back prefix in
 assisted generation) therefore all work without the processor tracking row identities.
+
+A row that has already emitted EOS (``num_return_sequences > 1``, batches: Hugging Face keeps
+sampling every row and pads the finished ones) may only produce EOS or the pad id — never an
+all-``-inf`` row, which made ``do_sample=True`` fail with ``probability tensor contains inf/nan``.
+
+One processor may serve several ``generate`` calls: when the prompt length was inferred, a call whose
+first ``prompt_length`` columns are not one of the remembered prompt rows (or that is narrower
+than them) starts afresh.  A new prompt that *extends* the previous one with exactly the
+tokens generated last time is indistinguishable from a continuation: call :meth:`reset` between
+such calls.
 """
 
 from __future__ import annotations
@@ -29,12 +39,15 @@ class GrammarLogitsProcessor:
         prompt_length: number of prompt columns in ``input_ids`` (left padding included); default: the
             width of ``input_ids`` at the first call (i.e. the processor is fresh for each ``generate``).
         max_cached: matchers kept (least recently used ones are dropped).
+        pad_token_id: also allowed in finished rows (default: EOS ids only, which is enough for
+            Hugging Face, which writes the pad id into finished rows itself).
 
-    A row whose prefix the grammar refuses (e.g. it already ended with EOS and is now padded) may only
-    produce EOS ids.
+    A row that has emitted EOS, or whose prefix the grammar refuses (e.g. it ended with EOS and is now
+    padded), may only produce EOS ids (and ``pad_token_id``).
     """
 
-    def __init__(self, compiled: TokenConstraint, prompt_length: int | None = None, max_cached: int = 4096) -> None:
+    def __init__(self, compiled: TokenConstraint, prompt_length: int | None = None, max_cached: int = 4096,
+                 pad_token_id: int | None = None) -> None:
         if not hasattr(compiled, "matcher"):
             raise InvalidArgumentError("compiled must be a compiled grammar (gad.compile(...)), "
                                        f"got {type(compiled).__name__}")
@@ -50,11 +63,18 @@ class GrammarLogitsProcessor:
         vs = int(getattr(compiled, "vocab_size", len(self._root.mask())))
         self._eos_only = np.zeros(vs, dtype=bool)
         self._eos_only[list(compiled.eos_ids)] = True
+        if pad_token_id is not None:
+            if not 0 <= int(pad_token_id) < vs:
+                raise InvalidArgumentError(f"pad_token_id {pad_token_id} is outside the vocabulary (size {vs})")
+            self._eos_only[int(pad_token_id)] = True
+        # the prompt rows of the current generate (when the prompt length is inferred)
+        self._prompt: set[tuple[int, ...]] | None = None
 
     def reset(self) -> None:
         """Forget cached prefixes and the inferred prompt length (reuse for another ``generate``)."""
         self._cache.clear()
         self._dead.clear()
+        self._prompt = None
         if self._inferred:
             self.prompt_length = None
             self._inferred = False
@@ -95,7 +115,9 @@ class GrammarLogitsProcessor:
         out = np.empty((len(prefixes), self._eos_only.shape[0]), dtype=bool)
         for i, p in enumerate(prefixes):
             m = self.matcher_for(p)
-            out[i] = self._eos_only if m is None else m.mask()
+            # a finished row (EOS accepted) keeps EOS / pad allowed: never an all-False row
+            finished = m is not None and getattr(m, "is_finished", bool)()
+            out[i] = self._eos_only if m is None or finished else m.mask()
         return out
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -107,9 +129,12 @@ class GrammarLogitsProcessor:
         """
         import torch
 
+        if self._inferred and self._prompt is not None and not self._same_prompt(input_ids):
+            self.reset()  # a new generate call reusing this processor
         if self.prompt_length is None:
             self.prompt_length = int(input_ids.shape[1])
             self._inferred = True
+            self._prompt = {tuple(r) for r in input_ids[:, : self.prompt_length].tolist()}
         if input_ids.shape[1] < self.prompt_length:
             raise InvalidArgumentError(
                 f"input_ids has {input_ids.shape[1]} columns, fewer than prompt_length={self.prompt_length}")
@@ -123,3 +148,10 @@ class GrammarLogitsProcessor:
             masks = np.concatenate([masks, np.zeros((masks.shape[0], width - vs), dtype=bool)], axis=1)
         allowed = torch.from_numpy(masks).to(scores.device)
         return scores.masked_fill(~allowed, float("-inf"))
+
+    def _same_prompt(self, input_ids: Any) -> bool:
+        """Does every row of ``input_ids`` ``(batch, seq)`` start with one of the remembered prompts?"""
+        k = self.prompt_length or 0
+        if self._prompt is None or input_ids.shape[1] < k:
+            return False
+        return all(tuple(r) in self._prompt for r in input_ids[:, :k].tolist())
