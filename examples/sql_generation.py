@@ -1,26 +1,109 @@
-"""Text-to-SQL under grammars/sql.lark on Spider questions, checked by sqlglot and SQLite.
+"""Text-to-SQL on Spider questions under sql.lark: GCD vs grammar-aligned sampling, checked by execution.
 
-    python examples/sql_generation.py [--count 3] [--max-new-tokens 128] [--seed 0] [--model PATH]
+    python examples/sql_generation.py [--n-questions 20] [-k 3] [--out sql.jsonl] [--data-dir DIR]
 
-For each question of ../shared/data/spider/dev_queries.jsonl the prompt holds the database schema
-(CREATE TABLE statements built from ../shared/data/spider/tables.json); the SQL is sampled with GCD
-under sql.lark, parsed with sqlglot (dialect sqlite) and executed on an empty in-memory SQLite
-database created from the same schema.  Prints question | SQL | parses | executes.
+Run time with the defaults: about 4-6 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; longer
+on a busy machine, and longer when the aligned method is rejection sampling with a low acceptance rate).
+
+Questions come from ``DIR/spider/dev_queries.jsonl`` and ``DIR/spider/tables.json`` (``--data-dir``, else
+``$GAD_DATA_DIR``), else from the Spider excerpt shipped with gad (``gad/eval/data/spider``: 3 questions
+of each of the 20 databases, with their schemas).  Questions are taken round-robin over the databases
+(the 20 defaults are the first question of each).  Each prompt holds the database's schema as
+``CREATE TABLE`` statements, then the question.
+
+Per question, ``-k`` candidates are sampled under ``sql.lark`` (its whitespace is bounded, so no query
+spends its budget on blanks) with GCD and with gad's best aligned method (exact rejection sampling
+``rs`` on the ASAp trie when gad has it, else ASAp).  Each candidate is checked:
+
+* **parses**: ``sqlglot.parse_one(sql, read="sqlite")`` succeeds;
+* **executes**: SQLite runs it on the question's database;
+* **correct** (execution accuracy): its result equals the gold query's result on that database.
+
+The database.  Spider's schemas come without their rows, so the database is the schema filled with
+3-6 deterministic synthetic rows per table (the count a hash of the table's name, so ``count(*)`` tells
+tables apart): key columns numbered from 1, foreign keys pointing at existing keys (so joins match),
+other numbers alternating between pseudo-random values in 1-100 (a hash of table, column and row) and
+the gold query's numbers -1 / +0 / +1, text columns alternating between the gold query's string
+literals (``'France'``; ``LIKE`` patterns without ``%``) and ``"<column> <row>"``, so that the gold
+query's filters select something and cut something.
+**Equal result** means: the same rows with the same column order, compared as multisets (as lists
+when the gold query has ``ORDER BY``), numbers compared after rounding to 6 decimals (``3 == 3.0``).
+Synthetic rows make equality weaker evidence than on Spider's real databases: when the gold result is
+empty, any query returning no rows counts as correct; the table reports how many gold results are
+non-empty.
+
+Printed: per question the gold query and every candidate in full with its checks, then per method the
+share that parse / execute / are correct and the mean model log-likelihood (nats).  ``--out`` writes
+every candidate as one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import math
+import os
+import re
 import sqlite3
 import sys
+import textwrap
+import time
+import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import gad
+import sqlglot
+from tqdm.auto import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "spider"
+import gad
+from gad.errors import InvalidArgumentError
+from gad.sampling.methods import method_names
+
+PACKAGE_SPIDER = Path(gad.__file__).resolve().parent / "eval" / "data" / "spider"
+TYPES = {"number": "NUMERIC", "text": "TEXT", "time": "TEXT", "boolean": "INTEGER", "others": "TEXT"}
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+
+def load_spider(data_dir: str | os.PathLike[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """(questions in round-robin database order, db_id → schema, where they came from).
+
+    ``data_dir`` (or ``$GAD_DATA_DIR`` when None) must hold ``spider/dev_queries.jsonl`` and
+    ``spider/tables.json``; without either, the excerpt shipped with gad is used.
+
+    Raises:
+        InvalidArgumentError: ``data_dir`` was given but lacks the Spider files (the message names them).
+    """
+    if data_dir is None and os.environ.get("GAD_DATA_DIR"):
+        from gad.eval.tasks import data_dir as env_data_dir
+
+        cand = env_data_dir() / "spider"
+        if (cand / "dev_queries.jsonl").exists() and (cand / "tables.json").exists():
+            data_dir = cand.parent
+    if data_dir is not None:
+        base = Path(data_dir).expanduser() / "spider"
+        qfile, tfile = base / "dev_queries.jsonl", base / "tables.json"
+        for f in (qfile, tfile):
+            if not f.exists():
+                raise InvalidArgumentError(f"--data-dir: {f} is missing (expected DIR/spider/dev_queries.jsonl "
+                                           "and DIR/spider/tables.json)")
+        source = str(base)
+    else:
+        qfile, tfile = PACKAGE_SPIDER / "questions.jsonl", PACKAGE_SPIDER / "tables.json"
+        source = f"the Spider excerpt shipped with gad ({PACKAGE_SPIDER})"
+    rows = [json.loads(line) for line in qfile.read_text(encoding="utf-8").splitlines() if line.strip()]
+    schemas = {s["db_id"]: s for s in json.loads(tfile.read_text(encoding="utf-8"))}
+    by_db: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["db_id"] in schemas:
+            by_db.setdefault(r["db_id"], []).append(r)
+    ordered: list[dict[str, Any]] = []
+    for k in range(max((len(v) for v in by_db.values()), default=0)):
+        ordered += [qs[k] for qs in by_db.values() if k < len(qs)]
+    return ordered, schemas, source
 
 
 def _quote(name: str) -> str:
@@ -29,13 +112,138 @@ def _quote(name: str) -> str:
 
 def create_statements(schema: dict[str, Any]) -> list[str]:
     """``CREATE TABLE`` statements (SQLite) for one Spider schema of tables.json."""
-    types = {"number": "NUMERIC", "text": "TEXT", "time": "TEXT", "boolean": "INTEGER", "others": "TEXT"}
     cols: dict[int, list[str]] = {i: [] for i in range(len(schema["table_names_original"]))}
     for (t, name), typ in zip(schema["column_names_original"], schema["column_types"], strict=True):
         if t >= 0:
-            cols[t].append(f"{_quote(name)} {types.get(typ, 'TEXT')}")
-    return [f"CREATE TABLE {_quote(tname)} ({', '.join(cols[i])})"
-            for i, tname in enumerate(schema["table_names_original"])]
+            cols[t].append(f"{_quote(name)} {TYPES.get(typ, 'TEXT')}")
+    return [f"CREATE TABLE {_quote(tname)} ({', '.join(cols[i]) or 'dummy TEXT'})"
+            for i, tname in enumerate(schema["table_names_original"]) if not _internal(tname)]
+
+
+def _internal(table: str) -> bool:
+    """SQLite reserves ``sqlite_*`` names (one Spider schema lists ``sqlite_sequence``): left out."""
+    return table.lower().startswith("sqlite_")
+
+
+def gold_literals(sql: str) -> tuple[list[str], list[float]]:
+    """The string literals of a query (``LIKE`` wildcards ``%`` at the ends removed) and its numbers."""
+    strings: list[str] = []
+    for a, b in re.findall(r"'((?:[^']|'')*)'|\"((?:[^\"]|\"\")*)\"", sql):
+        s = (a.replace("''", "'") if a else b.replace('""', '"')).strip("%")
+        if s and s not in strings:
+            strings.append(s)
+    bare = re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", " ", sql)
+    numbers = sorted({float(x) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", bare)})
+    return strings, numbers
+
+
+def n_rows(schema: dict[str, Any], table: int) -> int:
+    """Rows of table ``table``: 3 to 6, from a hash of its name (so ``count(*)`` tells tables apart)."""
+    return 3 + zlib.crc32(f"{schema['db_id']}|{schema['table_names_original'][table]}".encode()) % 4
+
+
+def synthetic_rows(schema: dict[str, Any], gold: str) -> dict[int, list[list[Any]]]:
+    """Table index → :func:`n_rows` rows of deterministic values for the question's gold query (module doc)."""
+    names = schema["column_names_original"]
+    types = schema["column_types"]
+    pks = set(schema.get("primary_keys", []))
+    fk = {int(a): int(b) for a, b in schema.get("foreign_keys", [])}
+    strings, numbers = gold_literals(gold)
+
+    def value(c: int, row: int, depth: int = 0) -> Any:
+        t, name = names[c]
+        if c in fk and depth < 8 and fk[c] != c:
+            ref = fk[c]
+            return value(ref, (row * 3 + 1) % n_rows(schema, names[ref][0]), depth + 1)
+        typ = types[c]
+        if c in pks:
+            return row + 1 if typ == "number" else f"{name} {row + 1}"
+        h = zlib.crc32(f"{schema['db_id']}|{t}|{name}|{row}".encode())
+        if typ == "number":
+            if numbers and row % 2 == 1:  # around the gold query's numbers: below, equal, above
+                x = numbers[(row // 2 + h) % len(numbers)] + (h % 3 - 1)
+                return int(x) if x == int(x) else x
+            return 1 + h % 100
+        if typ == "boolean":
+            return h % 2
+        if typ == "time":
+            return f"20{10 + h % 15}-0{1 + row}-1{row}"
+        if strings and row % 2 == 0:
+            return strings[(row // 2 + h) % len(strings)]
+        return f"{name} {row + 1}"
+
+    out: dict[int, list[list[Any]]] = {}
+    for i in range(len(schema["table_names_original"])):
+        cols = [c for c, (t, _) in enumerate(names) if t == i]
+        rows = range(n_rows(schema, i))
+        out[i] = [[value(c, r) for c in cols] for r in rows] if cols else [[None] for _ in rows]
+    return out
+
+
+def build_database(schema: dict[str, Any], gold: str) -> sqlite3.Connection:
+    """An in-memory SQLite database: the schema plus :func:`synthetic_rows` for the question's gold query."""
+    db = sqlite3.connect(":memory:")
+    for stmt in create_statements(schema):
+        db.execute(stmt)
+    for i, rows in synthetic_rows(schema, gold).items():
+        if _internal(schema["table_names_original"][i]):
+            continue
+        table = _quote(schema["table_names_original"][i])
+        for r in rows:
+            db.execute(f"INSERT INTO {table} VALUES ({', '.join('?' * len(r))})", r)
+    db.commit()
+    return db
+
+
+# --- checks ----------------------------------------------------------------------------------------
+
+
+def parses(sql: str) -> bool:
+    """True iff sqlglot parses ``sql`` as SQLite."""
+    try:
+        return sqlglot.parse_one(sql, read="sqlite") is not None
+    except Exception:  # noqa: BLE001 - sqlglot raises several error types on bad input
+        return False
+
+
+def execute(db: sqlite3.Connection, sql: str, max_steps: int = 2_000_000) -> list[tuple[Any, ...]] | None:
+    """The rows ``sql`` returns on ``db`` (None when SQLite refuses it or it runs past ``max_steps``)."""
+    steps = [0]
+
+    def guard() -> int:
+        steps[0] += 1
+        return 1 if steps[0] * 1000 > max_steps else 0
+
+    db.set_progress_handler(guard, 1000)
+    try:
+        return [tuple(r) for r in db.execute(sql).fetchall()]
+    except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError):
+        return None
+    finally:
+        db.set_progress_handler(None, 1000)
+
+
+def _norm(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(round(float(v), 6) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in row)
+
+
+def same_result(got: list[tuple[Any, ...]] | None, gold: list[tuple[Any, ...]] | None, ordered: bool) -> bool:
+    """Equal results (module doc): same rows, as a multiset (a list when ``ordered``), numbers rounded."""
+    if got is None or gold is None:
+        return False
+    a, b = [_norm(r) for r in got], [_norm(r) for r in gold]
+    return a == b if ordered else Counter(a) == Counter(b)
+
+
+def has_order_by(sql: str) -> bool:
+    """True when the query's outermost level sorts (``ORDER BY`` outside parentheses)."""
+    depth = 0
+    for m in re.finditer(r"\(|\)|\border\s+by\b", sql, re.I):
+        tok = m.group(0)
+        depth += 1 if tok == "(" else -1 if tok == ")" else 0
+        if depth == 0 and tok not in "()":
+            return True
+    return False
 
 
 def make_prompt(question: str, creates: list[str]) -> str:
@@ -44,58 +252,148 @@ def make_prompt(question: str, creates: list[str]) -> str:
             f"Write one SQLite SELECT query that answers: {question}\nReply with the SQL query only.")
 
 
-def check(sql: str, creates: list[str]) -> tuple[bool, bool, str]:
-    """(parses with sqlglot, executes on the empty schema database, error message)."""
-    import sqlglot
+# --- main ------------------------------------------------------------------------------------------
 
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """--help shows the module docstring as written, and every option's default."""
+
+
+def _sample(lm: Any, compiled: Any, prompt: str, method: str, k: int, seed: int, max_new_tokens: int,
+            max_proposals: int, notes: list[str]) -> tuple[list[Any], str]:
+    """``k`` samples with ``method``; rs that hits its proposal limit falls back to ASAp (noted)."""
+    kw: dict[str, Any] = {}
+    if method == "rs" and "options" in inspect.signature(gad.sample).parameters:
+        kw["options"] = {"max_proposals": max_proposals}
     try:
-        sqlglot.parse_one(sql, read="sqlite")
-        parses = True
-    except Exception as exc:  # noqa: BLE001 - report any parse failure
-        return False, False, f"sqlglot: {exc}".splitlines()[0]
-    db = sqlite3.connect(":memory:")
-    try:
-        for c in creates:
-            db.execute(c)
-        db.execute(sql).fetchall()
-        return parses, True, ""
-    except sqlite3.Error as exc:
-        return parses, False, f"sqlite: {exc}"
-    finally:
-        db.close()
+        return gad.sample(lm, compiled, prompt, n=k, method=method, seed=seed,
+                          max_new_tokens=max_new_tokens, **kw), method
+    except InvalidArgumentError as exc:
+        if method != "rs":
+            raise
+        notes.append(f"rs gave up ({exc}); ASAp used for this question")
+        return gad.sample(lm, compiled, prompt, n=k, method="asap", seed=seed,
+                          max_new_tokens=max_new_tokens), "asap"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``--count`` Spider questions; prints the table; returns 0."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--count", type=int, default=3, help="number of Spider questions")
-    ap.add_argument("--start", type=int, default=0, help="index of the first question")
-    ap.add_argument("--max-new-tokens", type=int, default=128, help="token budget per query")
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the comparison; prints per-question blocks and the summary; returns the figures.
+
+    Returns:
+        ``{"data", "aligned", "questions": [{"question", "db_id", "gold", "gold_rows", "candidates":
+        {method: [{"sql", "finished", "parses", "executes", "correct", "logprob", "method"}]}}],
+        "summary": {method: {"parse", "execute", "correct", "mean_logprob", "unfinished", "seconds"}},
+        "gold_nonempty", "notes"}`` (shares in [0, 1], log-likelihoods in nats).
+    """
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    ap.add_argument("--n-questions", type=int, default=20, help="number of Spider questions")
+    ap.add_argument("--start", type=int, default=0, help="index of the first question (round-robin order)")
+    ap.add_argument("-k", type=int, default=3, help="candidates per question and method")
+    ap.add_argument("--methods", default=None,
+                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs)")
+    ap.add_argument("--max-new-tokens", type=int, default=64, help="token budget per query")
+    ap.add_argument("--max-proposals", type=int, default=400,
+                    help="rs: proposals per question before it falls back to ASAp")
+    ap.add_argument("--data-dir", default=None, help="folder holding spider/ (default: $GAD_DATA_DIR, else the "
+                                                     "excerpt shipped with gad)")
+    ap.add_argument("--out", default=None, help="JSONL file with every candidate's full SQL and checks")
     ap.add_argument("--seed", type=int, default=0, help="random seed")
     ap.add_argument("--model", default=None, help="local HF model directory (None: the bundled SmolLM2-135M-Instruct)")
+    ap.add_argument("--quiet", action="store_true", help="print the summary only")
     args = ap.parse_args(argv)
 
-    schemas = {s["db_id"]: s for s in json.loads((DATA / "tables.json").read_text())}
-    with open(DATA / "dev_queries.jsonl", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()][args.start: args.start + args.count]
+    registered = method_names()
+    aligned = "rs" if "rs" in registered else "asap"
+    notes: list[str] = []
+    if aligned != "rs":
+        notes.append("this gad has no exact rejection sampler 'rs': the aligned method is ASAp")
+        print(f"note: {notes[-1]}")
+    methods = [m.strip() for m in args.methods.split(",")] if args.methods else ["gcd", aligned]
+    for m in list(methods):
+        if m not in registered:
+            notes.append(f"method {m!r} is not in this gad (registered: {', '.join(registered)}); skipped")
+            print(f"note: {notes[-1]}")
+            methods.remove(m)
+
+    questions, schemas, source = load_spider(args.data_dir)
+    questions = questions[args.start: args.start + args.n_questions]
     lm = gad.load_model(args.model)
     compiled = gad.compile(gad.Grammar.builtin("sql"), lm.vocab)
-    results = []
-    for row in rows:
-        creates = create_statements(schemas[row["db_id"]])
-        s = gad.sample(lm, compiled, make_prompt(row["question"], creates), n=1, seed=args.seed,
-                       max_new_tokens=args.max_new_tokens)[0]
-        sql = " ".join(s.text.split())
-        parses, executes, err = check(sql, creates) if s.finished else (False, False, "token budget ran out")
-        results.append((row["question"], sql, parses, executes, err))
-    print(f"{'question':50} | {'SQL':60} | parses | executes")
-    print("-" * 50 + "-+-" + "-" * 60 + "-+--------+---------")
-    for q, sql, p, e, err in results:
-        print(f"{q[:50]:50} | {sql[:60]:60} | {str(p):6} | {str(e):8}" + (f"  ({err})" if err else ""))
-    print(f"\n{sum(r[2] for r in results)}/{len(results)} parse, {sum(r[3] for r in results)}/{len(results)} execute")
-    return 0
+
+    seconds = dict.fromkeys(methods, 0.0)
+    out_q: list[dict[str, Any]] = []
+    for q in tqdm(questions, desc="questions", unit="question"):
+        schema = schemas[q["db_id"]]
+        db = build_database(schema, q["query"])
+        gold_rows = execute(db, q["query"])
+        ordered = has_order_by(q["query"])
+        prompt = make_prompt(q["question"], create_statements(schema))
+        cands: dict[str, list[dict[str, Any]]] = {}
+        for m in methods:
+            t0 = time.perf_counter()
+            samples, used = _sample(lm, compiled, prompt, m, args.k, args.seed, args.max_new_tokens,
+                                    args.max_proposals, notes)
+            seconds[m] += time.perf_counter() - t0
+            cands[m] = []
+            for s in samples:
+                sql = s.text.strip()
+                p = s.finished and parses(sql)
+                rows = execute(db, sql) if s.finished else None
+                cands[m].append({"sql": sql, "finished": s.finished, "parses": bool(p),
+                                 "executes": rows is not None,
+                                 "correct": same_result(rows, gold_rows, ordered), "logprob": s.logprob,
+                                 "method": used})
+        db.close()
+        out_q.append({"question": q["question"], "db_id": q["db_id"], "gold": q["query"],
+                      "gold_rows": len(gold_rows) if gold_rows is not None else None, "candidates": cands})
+
+    summary: dict[str, dict[str, float]] = {}
+    for m in methods:
+        cs = [c for q in out_q for c in q["candidates"][m]]
+        n = max(len(cs), 1)
+        fin = [c["logprob"] for c in cs if c["finished"]]
+        summary[m] = {"parse": sum(c["parses"] for c in cs) / n, "execute": sum(c["executes"] for c in cs) / n,
+                      "correct": sum(c["correct"] for c in cs) / n,
+                      "questions_solved": sum(any(c["correct"] for c in q["candidates"][m]) for q in out_q),
+                      "mean_logprob": sum(fin) / len(fin) if fin else math.nan,
+                      "unfinished": sum(not c["finished"] for c in cs) / n, "seconds": seconds[m]}
+    gold_nonempty = sum(1 for q in out_q if q["gold_rows"])
+    results = {"data": source, "aligned": aligned, "methods": methods, "questions": out_q,
+               "summary": summary, "gold_nonempty": gold_nonempty, "notes": notes}
+
+    if not args.quiet:
+        for i, q in enumerate(out_q):
+            print(f"\n[{i + 1}] {q['db_id']}: {q['question']}")
+            print(f"    gold ({q['gold_rows']} rows): {q['gold']}")
+            for m in methods:
+                for c in q["candidates"][m]:
+                    flags = ("P" if c["parses"] else "-") + ("E" if c["executes"] else "-") + \
+                            ("C" if c["correct"] else "-") + ("" if c["finished"] else " (budget ran out)")
+                    body = textwrap.fill(c["sql"], 100, initial_indent="", subsequent_indent=" " * 18)
+                    print(f"    {c['method']:5} {flags:4} {c['logprob']:7.1f}  {body}")
+        print("\n(P parses with sqlglot, E executes, C result equals the gold query's; number: log P in nats)")
+    print(f"\ndata: {source}; {len(out_q)} questions x {args.k} candidates per method; "
+          f"{gold_nonempty}/{len(out_q)} gold results non-empty on the synthetic rows")
+    print(f"{'method':8} {'parse':>6} {'execute':>8} {'correct':>8} {'solved':>7} {'mean log P':>11} "
+          f"{'budget out':>11} {'seconds':>8}")
+    for m, s in summary.items():
+        print(f"{m:8} {s['parse']:6.0%} {s['execute']:8.0%} {s['correct']:8.0%} "
+              f"{int(s['questions_solved']):>3}/{len(out_q):<3} {s['mean_logprob']:11.2f} {s['unfinished']:11.0%} "
+              f"{s['seconds']:8.0f}")
+    print("(correct = execution accuracy over all candidates; solved = questions with a correct candidate)")
+    for n_ in sorted(set(notes)):
+        print(f"note: {n_}")
+    if args.out:
+        from gad.fileio import atomic_write
+
+        lines = [json.dumps({"question": q["question"], "db_id": q["db_id"], "gold": q["gold"], **c},
+                            ensure_ascii=False) + "\n"
+                 for q in out_q for m in methods for c in q["candidates"][m]]
+        atomic_write(args.out, [line.encode() for line in lines])
+        print(f"candidates: {args.out}")
+    return results
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    sys.exit(0)
