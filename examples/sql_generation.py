@@ -34,7 +34,7 @@ non-empty.
 
 Printed: per question the gold query and every candidate in full with its checks, then per method the
 share that parse / execute / are correct and the mean model log-likelihood (nats).  ``--out`` writes
-every candidate as one JSON line.
+every candidate as one JSON line (rewritten after each question, so an interrupted run keeps its lines).
 """
 
 from __future__ import annotations
@@ -255,6 +255,16 @@ def make_prompt(question: str, creates: list[str]) -> str:
 # --- main ------------------------------------------------------------------------------------------
 
 
+def write_jsonl(path: str, questions: list[dict[str, Any]], methods: list[str]) -> None:
+    """One JSON line per candidate (question, db_id, gold, then the candidate's fields), written atomically."""
+    from gad.fileio import atomic_write
+
+    lines = [json.dumps({"question": q["question"], "db_id": q["db_id"], "gold": q["gold"], **c},
+                        ensure_ascii=False) + "\n"
+             for q in questions for m in methods for c in q["candidates"][m]]
+    atomic_write(path, [line.encode() for line in lines])
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """--help shows the module docstring as written, and every option's default."""
 
@@ -292,8 +302,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--methods", default=None,
                     help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs)")
     ap.add_argument("--max-new-tokens", type=int, default=64, help="token budget per query")
-    ap.add_argument("--max-proposals", type=int, default=400,
-                    help="rs: proposals per question before it falls back to ASAp")
+    ap.add_argument("--max-proposals", type=int, default=30,
+                    help="rs: proposals per question before it gives up and ASAp is used for that question "
+                         "(each proposal costs a whole query's decoding; acceptance on long queries is low)")
     ap.add_argument("--data-dir", default=None, help="folder holding spider/ (default: $GAD_DATA_DIR, else the "
                                                      "excerpt shipped with gad)")
     ap.add_argument("--out", default=None, help="JSONL file with every candidate's full SQL and checks")
@@ -346,6 +357,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         db.close()
         out_q.append({"question": q["question"], "db_id": q["db_id"], "gold": q["query"],
                       "gold_rows": len(gold_rows) if gold_rows is not None else None, "candidates": cands})
+        if args.out:  # rewritten after every question, so an interrupted run keeps what it measured
+            write_jsonl(args.out, out_q, methods)
 
     summary: dict[str, dict[str, float]] = {}
     for m in methods:
@@ -384,12 +397,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for n_ in sorted(set(notes)):
         print(f"note: {n_}")
     if args.out:
-        from gad.fileio import atomic_write
-
-        lines = [json.dumps({"question": q["question"], "db_id": q["db_id"], "gold": q["gold"], **c},
-                            ensure_ascii=False) + "\n"
-                 for q in out_q for m in methods for c in q["candidates"][m]]
-        atomic_write(args.out, [line.encode() for line in lines])
         print(f"candidates: {args.out}")
     return results
 
