@@ -198,6 +198,8 @@ class GadBatch:
         if req.method == "asap":
             row.phi, row.phi_path = self._estimator(cg, row.prompt or (), params)
         self.stats["rows"] += 1
+        if out and self.trace is not None:  # a request resumed after preemption: its tokens replay
+            self.trace({"event": "resume", "grammar": req.key, "n_tokens": len(out)})
         return row
 
     def update(self, batch_update: Any) -> None:

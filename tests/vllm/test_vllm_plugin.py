@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 BINARY_MAX_LEN = 6          # Q* is enumerated up to 6 tokens before EOS
 N_BINARY = 300
+NUM_BLOCKS = 10             # KV blocks of 128 tokens: the concurrent wave outgrows them, so vLLM preempts
 BAD_GRAMMAR = 'start: item+\nitem: "a" | ("b"\n'
 
 pytestmark = [pytest.mark.vllm,
@@ -108,7 +109,7 @@ def vllm_runs(tmp_path_factory, smollm2_dir, prompts, grammars) -> dict:
     py = _venv_python()
     tmp = tmp_path_factory.mktemp("vllm")
     job = {"model": str(smollm2_dir), "prompts": prompts, "grammars": grammars, "max_model_len": 512,
-           "max_num_seqs": 32, "n_binary": N_BINARY, "asap_wave": 10, "binary_max_tokens": BINARY_MAX_LEN + 1}
+           "max_num_seqs": 32, "num_blocks": NUM_BLOCKS, "n_binary": N_BINARY, "asap_wave": 10, "binary_max_tokens": BINARY_MAX_LEN + 1}
     hide = tmp / "hide_plugin"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(_HIDE_PLUGIN)
@@ -155,30 +156,46 @@ def test_concurrent_requests_parse_and_end_only_when_complete(vllm_runs, grammar
 
 
 def test_applied_masks_equal_gad_masks(vllm_runs, grammars, smollm2_tokenizer) -> None:
-    """Every step of every GCD row: the finite logits after the plug-in == gad's matcher mask."""
+    """Every step of every GCD row: the finite logits after the plug-in == gad's matcher mask (which
+    allows EOS exactly when the prefix is a sentence); ASAp rows stay inside it."""
     sources = {"json": "json", "sql": "sql", "sygus": grammars["sygus"], "binary": grammars["binary"]}
     compiled = {}
     for src in sources.values():
         g = _grammar(src)
         compiled[g.sha256] = gad.compile(g, smollm2_tokenizer)
-    recs = [r for r in vllm_runs["trace"] if r.get("method") == "gcd"]
+    recs = [r for r in vllm_runs["trace"] if "event" not in r]
     by_id = vllm_runs["by_id"]
     gen_tokens = sum(len(r["token_ids"]) for k, r in by_id.items() if k.split("-")[0] in ("json", "sql", "sygus"))
-    gen_tokens += sum(len(r["token_ids"]) for r in vllm_runs["plugin"]["gcd"])
+    gen_tokens += sum(len(r["token_ids"]) for r in vllm_runs["plugin"]["gcd"] + vllm_runs["plugin"]["asap"])
     assert len(recs) >= gen_tokens  # one record per sampled token at least (prefill steps add more)
     assert {r["grammar"] for r in recs} >= set(compiled)
     checked = 0
     eos_steps = 0
+    seen: dict[tuple, object] = {}     # (grammar, prefix) -> matcher: each step extends the row's last one
     for rec in recs:
         cg = compiled[rec["grammar"]]
-        m = cg.matcher()
-        assert m.accept_tokens(rec["prefix"]) == len(rec["prefix"])
+        prefix = rec["prefix"]
+        parent = seen.get((rec["grammar"], *prefix[:-1])) if prefix else None
+        m = parent.fork() if parent is not None else cg.matcher()
+        done = len(m.tokens)
+        assert m.accept_tokens(prefix[done:]) == len(prefix) - done and m.tokens == prefix
+        seen[(rec["grammar"], *prefix)] = m
         mask = m.mask()
-        assert rec["n_allowed"] == int(mask.sum()), rec["prefix"][-5:]
-        assert rec["allowed"] == mask_digest(mask)
+        if rec["method"] == "gcd":
+            assert rec["n_allowed"] == int(mask.sum()), prefix[-5:]
+            assert rec["allowed"] == mask_digest(mask)
+        else:  # ASAp: T·log Φ̂ is -inf where Φ̂ = 0, so its finite set is a non-empty part of the mask
+            assert 1 <= rec["n_allowed"] <= int(mask.sum())
         eos_steps += bool(mask[list(cg.eos_ids)].any())
         checked += 1
     assert checked == len(recs) and eos_steps > 0
+
+
+def test_preempted_requests_resume_with_their_tokens(vllm_runs) -> None:
+    """With NUM_BLOCKS KV blocks the concurrent wave is preempted and recomputed: rows rejoin the batch
+    with tokens already generated, their matchers replay them (the masks test above covers their steps)."""
+    resumed = [r for r in vllm_runs["trace"] if r.get("event") == "resume"]
+    assert resumed and all(r["n_tokens"] > 0 for r in resumed)
 
 
 def _empirical(samples: list[dict], support: set[bytes]) -> dict[bytes, float]:
