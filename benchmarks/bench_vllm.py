@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32], help="batch sizes (requests per call)")
     ap.add_argument("--max-tokens", type=int, default=64, help="token budget per request")
     ap.add_argument("--reps", type=int, default=2, help="timed calls per configuration and batch (best kept)")
-    ap.add_argument("--grammar", default="json", help="a grammar shipped with gad (grammars/NAME.lark)")
+    ap.add_argument("--grammar", default="json", help="a grammar shipped with gad (gad/grammar/builtin/NAME.lark)")
     ap.add_argument("--configs", nargs="+", default=["unconstrained", "xgrammar", "gad-gcd", "gad-asap"],
                     help="configurations to run")
     ap.add_argument("--json", default=None, help="also write the measurements to this file")
@@ -70,7 +70,9 @@ def main() -> int:
     from vllm import LLM, SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    lark_text = (ROOT / "grammars" / f"{args.grammar}.lark").read_text()
+    from gad.grammar import BUILTIN_DIR
+
+    lark_text = (BUILTIN_DIR / f"{args.grammar}.lark").read_text()
     t0 = time.perf_counter()
     llm = LLM(model=args.model or default_model(), dtype="float32", max_model_len=1024, enforce_eager=True,
               max_num_seqs=max(args.batch), seed=0)

@@ -46,14 +46,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..compiler import CompiledGrammar, default_cache_dir
-from ..compiler import compile as gad_compile
-from ..errors import GadError
-from ..matcher import Matcher
-from ..phi import estimator_identity
-from ..phi.asap import AsapPhi
-from ..vocab import Vocabulary
-from .requests import GadRequest, error_message, identity_digest, parse_request, settings_of
+from gad.engine.compiler import CompiledGrammar
+from gad.engine.compiler import compile as gad_compile
+from gad.engine.matcher import Matcher
+from gad.engine.vocab import Vocabulary
+from gad.errors import GadError
+from gad.fileio import default_cache_root
+from gad.phi.asap import AsapPhi
+from gad.phi.registry import estimator_identity
+from gad.vllm.requests import GadRequest, error_message, identity_digest, parse_request, settings_of
 
 log = logging.getLogger("gad.vllm")
 
@@ -126,7 +127,7 @@ class GadBatch:
         self.device = torch.device(device)
         self.pin_memory = bool(pin_memory) and self.device.type == "cuda"
         self.trie_dir = Path(trie_dir) if trie_dir else None
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir() / "vllm" / f"lark-{lark.__version__}"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_root() / "vllm" / f"lark-{lark.__version__}"
         self.trace = trace
         self.rows: dict[int, RowState] = {}
         self._compiled: OrderedDict[str, CompiledGrammar] = OrderedDict()

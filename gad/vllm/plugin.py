@@ -39,10 +39,11 @@ import torch
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.sample.logits_processor.interface import BatchUpdate, LogitsProcessor
 
-from ..errors import GadError
-from ..vocab import Vocabulary
-from .batch import GadBatch, jsonl_tracer
-from .requests import GAD_KEY, error_message, parse_request, validate_sampling_params
+from gad.engine.vocab import Vocabulary
+from gad.errors import GadError
+from gad.fileio import atomic_write
+from gad.vllm.batch import GadBatch, jsonl_tracer
+from gad.vllm.requests import GAD_KEY, error_message, parse_request, validate_sampling_params
 
 log = logging.getLogger("gad.vllm")
 
@@ -161,8 +162,6 @@ class GadLogitsProcessor(LogitsProcessor):
         return out
 
     def _write_profile(self) -> None:
-        from ..fileio import atomic_write
-
         assert self.batch is not None and self._profile is not None
         try:
             atomic_write(self._profile, [json.dumps(self.batch.stats).encode()])

@@ -6,7 +6,7 @@ values cannot be nested objects).  Keys:
 
 ``grammar``
     Lark text, GBNF/EBNF text (``::=`` rules; or say ``"kind": "ebnf"``), or the name of a grammar
-    shipped with gad (``json``, ``sql``, ``text``: :func:`builtin_grammars`).  File paths are not
+    shipped with gad (``json``, ``sql``, ``text``: :func:`gad.grammar.builtin_names`).  File paths are not
     accepted: a server must not read files a client names.
 ``json_schema``
     instead of ``grammar``: a JSON Schema (an object, or its JSON text), compiled with
@@ -35,14 +35,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..errors import GadError, InvalidArgumentError
-from ..grammar import Grammar
+from gad.errors import InvalidArgumentError
+from gad.grammar import BUILTIN_DIR, Grammar, builtin_names
 
-__all__ = ["GAD_KEY", "METHODS", "GadRequest", "builtin_grammars", "parse_request", "check_sampling_params",
-           "validate_sampling_params", "error_message"]
+__all__ = ["GAD_KEY", "METHODS", "GadRequest", "parse_request", "check_sampling_params",
+           "validate_sampling_params", "error_message", "settings_of", "identity_digest"]
 
 GAD_KEY = "gad"
 METHODS = ("gcd", "asap")
@@ -68,20 +67,6 @@ class GadRequest:
         return self.grammar.sha256
 
 
-def builtin_grammars() -> dict[str, Path]:
-    """The grammars shipped with gad, by name (file stem): e.g. ``{"json": …/json.lark, …}``.
-
-    Looks in the package's ``grammar/builtin`` folder and in the checkout's ``grammars/`` folder.
-    """
-    root = Path(__file__).resolve().parents[1]
-    out: dict[str, Path] = {}
-    for folder in (root.parent / "grammars", root / "grammar" / "builtin"):
-        if folder.is_dir():
-            for p in sorted(folder.glob("*.lark")):
-                out.setdefault(p.stem, p)
-    return out
-
-
 def error_message(exc: BaseException) -> str:
     """The one-line message a failed request gets: ``gad: <ErrorType>: <message>``."""
     return f"gad: {type(exc).__name__}: {exc}"
@@ -89,9 +74,8 @@ def error_message(exc: BaseException) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _grammar_from_text(text: str, kind: str, start: str | None) -> Grammar:
-    names = builtin_grammars()
-    if text in names:
-        return Grammar.from_file(names[text], start=start)
+    if text in builtin_names():
+        return Grammar.builtin(text) if start is None else Grammar.from_file(BUILTIN_DIR / f"{text}.lark", start=start)
     return Grammar.from_string(text, kind=kind, path="<request grammar>", start=start)
 
 
@@ -143,7 +127,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> GadRequest | None:
     has_g, has_s = args.get("grammar") is not None, args.get("json_schema") is not None
     if has_g == has_s:
         raise InvalidArgumentError("gad needs exactly one of 'grammar' (Lark/GBNF text or a shipped grammar's "
-                                   f"name: {', '.join(builtin_grammars())}) and 'json_schema'")
+                                   f"name: {', '.join(builtin_names())}) and 'json_schema'")
     if has_s:
         schema = args["json_schema"]
         if isinstance(schema, str):
@@ -221,8 +205,3 @@ def settings_of(params: Any) -> dict[str, Any]:
 def identity_digest(identity: Mapping[str, Any]) -> str:
     """A file-name-safe digest of an ASAp trie identity."""
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def is_gad_error(exc: BaseException) -> bool:
-    """True for gad's typed errors (bad input), False for bugs."""
-    return isinstance(exc, GadError)

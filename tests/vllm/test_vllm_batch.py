@@ -14,18 +14,17 @@ import numpy as np
 import pytest
 import torch
 
+from gad.engine.vocab import Vocabulary
 from gad.errors import GrammarError, InvalidArgumentError
-from gad.grammar import Grammar
+from gad.grammar import Grammar, builtin_names
 from gad.phi.trie_io import load_trie
 from gad.vllm.batch import GadBatch, mask_digest
 from gad.vllm.requests import (
-    builtin_grammars,
     check_sampling_params,
     error_message,
     parse_request,
     validate_sampling_params,
 )
-from gad.vocab import Vocabulary
 
 # tokens: 0 "a", 1 "b", 2 "ab", 3 "c", 4 EOS;  language (ab)+
 TOKENS = ["a", "b", "ab", "c"]
@@ -78,8 +77,8 @@ def reference(tokens: list[int], batch: GadBatch) -> list[int]:
 def test_parse_request_forms_and_errors() -> None:
     assert parse_request(None) is None and parse_request({"other": 1}) is None
     r = parse_request({"gad": '{"grammar": "json"}'})         # the JSON-string form (vllm_xargs)
-    assert r is not None and r.method == "gcd" and r.grammar.path.endswith("json.lark")
-    assert {"json", "sql", "text"} <= set(builtin_grammars())
+    assert r is not None and r.method == "gcd" and r.grammar == Grammar.builtin("json")
+    assert {"json", "sql", "text"} <= set(builtin_names())
     r = parse_request({"gad": {"grammar": 'root ::= "x" | "y"', "method": "asap"}})  # GBNF guessed
     assert r is not None and r.grammar.kind == "ebnf" and r.grammar.parses("y") and r.method == "asap"
     assert parse_request({"gad": {"grammar": GRAMMAR}}).key == Grammar.from_string(GRAMMAR).sha256

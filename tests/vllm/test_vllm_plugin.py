@@ -26,7 +26,7 @@ from gad.vllm.batch import mask_digest
 from gad.vllm.requests import parse_request
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
+BENCH = ROOT / "tests" / "data" / "gad-bench"   # the GAD paper benchmark copies (tests/data/README.md)
 BINARY_MAX_LEN = 6          # Q* is enumerated up to 6 tokens before EOS
 N_BINARY = 300
 NUM_BLOCKS = 10             # KV blocks of 128 tokens: the concurrent wave outgrows them, so vLLM preempts
@@ -75,15 +75,15 @@ def _run(py: str, job: dict, tmp: Path, extra_path: list[str] | None = None, **e
 
 @pytest.fixture(scope="module")
 def smollm2_dir() -> Path:
-    from gad.hf import _resolve_model_dir
+    from gad.models.hf import _resolve_model_dir
 
     return _resolve_model_dir(None, None)[0]
 
 
 @pytest.fixture(scope="module")
 def grammars() -> dict[str, str]:
-    return {"sygus": (DATA / "sygus_bikes_small.ebnf").read_text(), "binary": (DATA / "binary_start_w_1_all_0.ebnf").read_text(),
-            "bad": BAD_GRAMMAR}
+    return {"sygus": (BENCH / "SLIA" / "bikes_small.ebnf").read_text(),
+            "binary": (BENCH / "binary" / "string_start_w_1_all_0.ebnf").read_text(), "bad": BAD_GRAMMAR}
 
 
 @pytest.fixture(scope="module")
