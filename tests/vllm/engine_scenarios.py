@@ -78,11 +78,12 @@ async def run_plugin(job: dict[str, Any]) -> dict[str, Any]:
     # prefill may differ from the decode path in the last bits, which is vLLM's business, not gad's)
     tasks = [asyncio.create_task(collect(engine, P["plain"], sp, "pass-" + name))
              for name, sp in passthrough_params(SamplingParams)]
+    # two long plain requests: with job["num_blocks"] KV blocks of 128 tokens they alone outgrow the
+    # cache, so vLLM preempts the most recently scheduled requests (gad ones) and resumes them later,
+    # when their tokens replay through the plug-in
+    filler = SamplingParams(max_tokens=int(job.get("filler_tokens", 300)), temperature=0.0, ignore_eos=True)
+    tasks += [asyncio.create_task(collect(engine, P["plain"], filler, f"filler-{i}")) for i in range(2)]
     tasks += [asyncio.create_task(collect(engine, p, sp, f"{name}-{i}")) for i, (name, p, sp) in enumerate(first)]
-    # a long plain request: with job["num_blocks"] KV blocks the batch outgrows the cache, so vLLM
-    # preempts requests and later resumes them (their tokens replay through the plug-in)
-    filler = SamplingParams(max_tokens=200, temperature=0.0, ignore_eos=True)
-    tasks.append(asyncio.create_task(collect(engine, P["plain"], filler, "filler")))
     await asyncio.sleep(float(job.get("join_after_s", 2.0)))  # the first ones are decoding by now
     tasks += [asyncio.create_task(collect(engine, p, sp, f"{name}-{i}")) for i, (name, p, sp) in enumerate(later)]
     tasks += [asyncio.create_task(collect(engine, p, sp, name)) for name, p, sp in bad]
