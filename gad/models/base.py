@@ -24,7 +24,10 @@ class DecodeSession(Protocol):
     """Incremental decoding state (a KV cache for real models) over ``batch`` rows of one prompt.
 
     All rows start from the same prompt.  ``append`` feeds one token per row; ``extend`` and
-    ``rollback`` exist for batch size 1 (speculative decoding); ``keep_rows`` drops finished rows.
+    ``rollback`` exist for batch size 1 (speculative decoding); ``keep_rows`` drops finished rows (and
+    may repeat a row: SMC resampling).  A session may also offer ``advance(tokens) -> (vocab,)`` (batch 1:
+    feed several tokens in one pass computing only the last distribution), which the trie proposer of
+    :mod:`gad.sampling.aligned` uses when present (else ``extend``).
     """
 
     batch: int
