@@ -313,10 +313,64 @@ class CompiledGrammar:
             dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
             r = 0
             for i, name in enumerate(dfa.names):
-                if not dfa.ignore[i] and self.feed(stack, name) is not None:
+                if not dfa.ignore[i] and self._can_shift(stack, name):
                     r |= 1 << i
             self._allowed_memo[stack] = r
         return r
+
+    def _can_shift(self, stack: Stack, term: str) -> bool:
+        """Can the parser shift ``term`` from ``stack`` (after its reductions)?  Runs the reductions
+        on a scratch top of stack, interning nothing (probing every terminal of a context used to
+        intern one stack per terminal per token)."""
+        actions = self.table.actions
+        parent, states = self._stk_parent, self._stk_state
+        s = stack
+        extra: list[int] = []  # LR states above ``s``, not interned
+        while True:
+            top = extra[-1] if extra else states[s]
+            act = actions[top].get(term)
+            if act is None:
+                return False
+            if act[0] == "s":
+                return True
+            k = act[1]
+            while k and extra:
+                extra.pop()
+                k -= 1
+            for _ in range(k):
+                s = parent[s]
+            base = extra[-1] if extra else states[s]
+            extra.append(actions[base][act[2]][1])
+
+    # ------------------------------------------------------------------ per-request stack memory
+    # Interned stacks, their memos and the masks keyed by them grow with every new parser state a
+    # request reaches (100,000 nested brackets held 1.2 GB).  They are dropped when the last matcher
+    # of this compiled grammar goes and the table has grown past STACK_RESET_MIN stacks: walks,
+    # lexer automata and the ok-state memos (stack-independent) are kept.
+    STACK_RESET_MIN = 100_000
+
+    def _matcher_born(self) -> None:
+        self._n_matchers = getattr(self, "_n_matchers", 0) + 1
+
+    def _matcher_gone(self) -> None:
+        self._n_matchers = getattr(self, "_n_matchers", 1) - 1
+        if self._n_matchers <= 0 and len(self._stk_state) > self.STACK_RESET_MIN:
+            self.reset_stacks()
+
+    def reset_stacks(self) -> None:
+        """Forget every interned parser stack but the initial one, with the memos and masks keyed
+        by them.  Only valid while no matcher of this grammar is alive (states they hold would name
+        other stacks); called automatically when the last one goes."""
+        self._stk_parent = [-1]
+        self._stk_state = [self.table.start_state]
+        self._stk_index = {(-1, self.table.start_state): 0}
+        self._feed_memo = {}
+        self._allowed_memo = {}
+        self._multi = []
+        self._multi_index = {}
+        self._close_memo = {}
+        self._masks = OrderedDict()
+        self.stats["stack_resets"] = self.stats.get("stack_resets", 0) + 1
 
     def ok_states(self, cid: int, bits: int) -> np.ndarray:
         """``(n_states,)`` bool of context ``cid``: states whose lexeme can close as a terminal in
@@ -799,7 +853,8 @@ def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lar
     Returns False (and writes nothing) when the folder cannot be written or the tables hold something
     the data-only format cannot represent; the compile itself is unaffected.
     """
-    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab", "grammar_sha256")}
+    # the live-matcher count belongs to this process: a loaded grammar starts with none
+    state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab", "grammar_sha256", "_n_matchers")}
     state["_masks"] = OrderedDict()
     encode, _ = _cache_external(lark_obj)
     try:

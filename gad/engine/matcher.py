@@ -32,6 +32,12 @@ def _as_index(value: object, name: str) -> int:
         raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
 
 
+def _born(compiled: object) -> None:
+    born = getattr(compiled, "_matcher_born", None)
+    if born is not None:
+        born()
+
+
 class Matcher:
     """Incremental grammar matcher over token ids.
 
@@ -47,6 +53,13 @@ class Matcher:
         self._states = [compiled.initial_state]
         self.tokens: list[int] = []
         self._finished = False
+        _born(compiled)
+
+    def __del__(self) -> None:
+        # the compiled grammar frees the interned stacks of finished requests once none is alive
+        gone = getattr(getattr(self, "compiled", None), "_matcher_gone", None)
+        if gone is not None:
+            gone()
 
     # ------------------------------------------------------------------------------- queries
     def mask(self) -> np.ndarray:
@@ -174,6 +187,7 @@ class Matcher:
         """An independent copy sharing the compiled tables (O(number of tokens) references)."""
         m = Matcher.__new__(Matcher)
         m.compiled = self.compiled
+        _born(self.compiled)
         m._states = list(self._states)
         m.tokens = list(self.tokens)
         m._finished = self._finished
