@@ -75,8 +75,8 @@ from urllib.parse import unquote
 
 import jsonschema
 
-from gad.errors import InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
-from gad.lexer import regex_fsm
+from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
+from gad.grammar.automata import regex_fsm
 
 try:  # Python >= 3.11
     import re._constants as _sc
@@ -85,11 +85,10 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as _sc  # type: ignore[no-redef]
     import sre_parse as _sp  # type: ignore[no-redef]
 
-__all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker",
-           "JSON_COMPACT_LARK"]
+__all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
 _MAX_CP = 0x10FFFF
-_MAX_ITEMS_CHAIN = 2000  # bounded arrays longer than this are refused (one rule per position)
+_MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
 _MAX_LENGTH = 300  # minLength / maxLength above this exceed the terminal automaton budget
 # one character of a length-bounded string (any escape except \/ and \u above U+001F)
@@ -1015,6 +1014,10 @@ class _Gen:
                 what = "objects" if kind == "obj" else "arrays"
                 self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit {what}; a union "
                                            f"of two {what} schemas is not supported")
+                # lenient: widen to any object / array (dropping the constraint, never narrowing)
+                setattr(out, kind, self.any_object() if kind == "obj" else self.any_array())
+                setattr(out, kind + "_any", True)
+                setattr(out, kind + "_key", "any")
         return out
 
     def overlap(self, r1: str, r2: str) -> bool:
@@ -1246,7 +1249,7 @@ class _Gen:
     def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str) -> None:
         entries: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
-            r = self.value_rule(s, _ptr_join(pptr, k))
+            r = self.value_rule(s, _ptr_join(pptr, "properties", k))
             entries.append((k, r, k in req))
         for k in req:
             if k not in props:
@@ -1287,10 +1290,23 @@ class _Gen:
                 if not q:
                     alts.append(f"{name}_{i + 1}_{f}")
                 self.rules[m] = alts
-        nullable = last_req < 0
-        alts = [f"{self.punct('{', False, True)} {name}_0_0 {self.punct('}', True, False)}"]
-        if nullable:
-            alts.append(self.term("\\{" + self.ws + "\\}", "P"))
+        lb, rb = self.punct("{", False, True), self.punct("}", True, False)
+        if last_req >= 0:
+            alts = [f"{lb} {name}_0_0 {rb}"]
+        else:  # no member is required: "{}" is its own terminal, the braces enclose >= 1 member
+            # (else "{" + n blanks, then n blanks + "}" would make a run of 2n)
+            alts = [self.term("\\{" + self.ws + "\\}", "P")]
+            if free:
+                alts.append(f"{lb} {name}_it {free[1]} {rb}")
+            else:
+                for i in range(n - 1, -1, -1):
+                    k, r, _q = live[i]
+                    ne = [f"{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
+                    if i + 1 < n:
+                        ne.append(f"{name}_ne{i + 1}")
+                    self.rules[f"{name}_ne{i}"] = ne
+                if n:
+                    alts.append(f"{lb} {name}_ne0 {rb}")
         self.rules[name] = alts
         self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
                                    "add": add_rule}}
@@ -1428,6 +1444,27 @@ class _Gen:
         self.info[name] = {"arr": {"items": items, "rest": rest_rule}}
 
     # ------------------------------------------------------------------------------ driver
+    def prune(self) -> None:
+        """Drop rules deriving no string (e.g. an object whose required property admits no value)
+        and every alternative using one, so that no token can lead into a dead end."""
+        productive: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, alts in self.rules.items():
+                if name in productive:
+                    continue
+                for a in alts:
+                    if all(sym in productive or sym[:1].isupper() for sym in a.split()):
+                        productive.add(name)
+                        changed = True
+                        break
+        for name in list(self.rules):
+            if name not in productive:
+                del self.rules[name]
+        for name, alts in self.rules.items():
+            self.rules[name] = [a for a in alts if all(sym in productive or sym[:1].isupper() for sym in a.split())]
+
     def run(self) -> str:
         root = self.value_rule(self.root, "")
         while self.work:
@@ -1437,14 +1474,16 @@ class _Gen:
             else:
                 self.build_array(*job[1:])
         # value rules created before their object / array body: refresh the dump info
-        for name, inf in self.info.items():
+        for inf in self.info.values():
             if "_obj_rule" in inf:
                 inf["obj"] = self.info.get(inf["_obj_rule"], {}).get("obj") if inf["_obj_rule"] else None
                 inf["arr"] = self.info.get(inf["_arr_rule"], {}).get("arr") if inf["_arr_rule"] else None
-        lines = ["// generated by gad.json_schema from a JSON Schema (see that module's docstring)"]
+        self.prune()
+        if root is not None and root not in self.rules:
+            root = None
+        lines = ["// generated by gad.grammar.json_schema from a JSON Schema (see that module's docstring)"]
         if root is None:
-            self.root_rule = None
-            lines.append("start: start")
+            raise EmptyLanguageError("the schema admits no JSON value", path="<json-schema>")
         else:
             self.root_rule = root
             if self.ws:
@@ -1575,6 +1614,3 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
     return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
                          _root=gen.root_rule or "", _ws=bool(gen.ws))
 
-
-#: RFC 8259 JSON with no insignificant white space (the compact plain-JSON grammar)
-JSON_COMPACT_LARK = convert(True).lark_text
