@@ -82,8 +82,8 @@ try:  # Python >= 3.11
     import re._constants as _sc
     import re._parser as _sp
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sc  # type: ignore[no-redef]
-    import sre_parse as _sp  # type: ignore[no-redef]
+    import sre_constants as _sc  # type: ignore[no-redef, unused-ignore]
+    import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
 
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
@@ -1045,7 +1045,10 @@ class _Gen:
 
     def literal_parts(self, values: list[Any], ptr: str) -> _Parts:
         p = _Parts()
-        strs, nums, objs, arrs = [], [], [], []
+        strs: list[str] = []
+        nums: list[str] = []
+        objs: list[Any] = []
+        arrs: list[Any] = []
         for x in values:
             if x is True:
                 p.lits.add("true")

@@ -27,8 +27,8 @@ try:  # Python >= 3.11
     import re._constants as _sc
     import re._parser as _sp
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sc  # type: ignore[no-redef]
-    import sre_parse as _sp  # type: ignore[no-redef]
+    import sre_constants as _sc  # type: ignore[no-redef, unused-ignore]
+    import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
 
 __all__ = ["regex_lark", "pydantic_schema"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal, Optional
+from typing import Literal
 
 import pydantic
 import pytest
@@ -60,9 +60,9 @@ class Person(pydantic.BaseModel):
     name: str = pydantic.Field(min_length=1, max_length=20)
     age: int = pydantic.Field(ge=0, le=130)
     kind: Literal["a", "b"] = "a"
-    email: Optional[str] = None
+    email: str | None = None
     tags: list[str] = pydantic.Field(default_factory=list, max_length=3)
-    home: Optional[Address] = None
+    home: Address | None = None
 
 
 def test_pydantic_round_trip():
