@@ -958,9 +958,9 @@ class _Gen:
             p = self.parts(None, bptr, sub)
             if not p.empty():
                 alts.append((p, bptr))
-        return self.combine(alts, kw, uptr)
+        return self.combine(alts, kw, uptr, base)
 
-    def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str) -> _Parts:
+    def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
         out = _Parts()
         one_of = kw == "oneOf"
         for p, bptr in alts:
@@ -1014,10 +1014,14 @@ class _Gen:
                 what = "objects" if kind == "obj" else "arrays"
                 self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit {what}; a union "
                                            f"of two {what} schemas is not supported")
-                # lenient: widen to any object / array (dropping the constraint, never narrowing)
-                setattr(out, kind, self.any_object() if kind == "obj" else self.any_array())
-                setattr(out, kind + "_any", True)
-                setattr(out, kind + "_key", "any")
+                # lenient: the node without this union (drops the keyword, never narrows)
+                wide = self.parts(None, uptr, base) if base is not None else None
+                r = getattr(wide, kind) if wide is not None else None
+                if r is None:
+                    r = self.any_object() if kind == "obj" else self.any_array()
+                setattr(out, kind, r)
+                setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
+                setattr(out, kind + "_key", ("wide", uptr))
         return out
 
     def overlap(self, r1: str, r2: str) -> bool:
