@@ -256,3 +256,13 @@ def test_random_schemas_accept_iff_jsonschema_validates(schema, values):
         want = oracle(schema, v)
         assert c.accepts_value(v) is want, (schema, v, c.sg.dumps(v))
         assert c.grammar.parses(c.sg.dumps(v)) is want or not want, (schema, v)
+
+
+def test_builtin_json_compact():
+    g = Grammar.builtin("json_compact")
+    cg = gad.compile(g, BYTES, cache_dir=False)
+    for text, want in [('{"a":[1,2.5e3,"x\\n",true,null,{}]}', True), ('{"a": 1}', False), ("[1 ]", False),
+                       ("[]", True), ("01", False)]:
+        m = cg.matcher()
+        assert (m.accept_bytes(text.encode()) and m.is_accepting()) is want, text
+        assert g.parses(text) is want, text
