@@ -67,6 +67,33 @@ class UnsupportedGrammarError(GrammarError):
     """The grammar uses a feature gad cannot compile exactly (e.g. a zero-width or lookaround terminal)."""
 
 
+class InvalidSchemaError(GrammarError):
+    """A JSON Schema could not be read: not valid JSON, not a schema (an object or a boolean), a
+    missing file, or a ``$ref`` that does not resolve (``pointer`` names where)."""
+
+    def __init__(self, message: str, pointer: str | None = None, **kw) -> None:
+        self.pointer = pointer
+        super().__init__(message if pointer is None else f"{pointer or '#'}: {message}", **kw)
+
+
+class UnsupportedSchemaError(GrammarError):
+    """A JSON Schema uses a keyword (or a combination) that gad cannot express exactly as a grammar.
+
+    Attributes:
+        pointer: the JSON pointer (RFC 6901, ``""`` for the root) of the schema object holding it.
+        keyword: the keyword, e.g. ``"patternProperties"``.
+        reason: why it cannot be expressed.
+
+    ``Grammar.from_json_schema(..., lenient=True)`` drops such keywords instead, with a warning.
+    """
+
+    def __init__(self, message: str, pointer: str = "", keyword: str = "", **kw) -> None:
+        self.pointer = pointer
+        self.keyword = keyword
+        self.reason = message
+        super().__init__(f"JSON Schema at #{pointer}: keyword {keyword!r}: {message}", **kw)
+
+
 # --- models / tokenizers --------------------------------------------------------------------------
 
 

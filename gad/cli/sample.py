@@ -31,10 +31,36 @@ from gad.sampling.methods import get_method, method_names
 from gad.speculative.drafters import check_drafter_spec
 
 
+def _whitespace(value: str) -> str | int:
+    """``--whitespace``: ``compact``, ``flexible`` or a non-negative integer."""
+    if value in ("compact", "flexible"):
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected compact, flexible or an integer >= 0, got {value!r}")
+    return n
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the ``gad sample`` options to ``p``."""
-    p.add_argument("--grammar", required=True, metavar="FILE|NAME",
-                   help="grammar file (.lark, .ebnf, .gbnf) or a shipped grammar's name (json, sql, text)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--grammar", metavar="FILE|NAME",
+                     help="grammar file (.lark, .ebnf, .gbnf) or a shipped grammar's name (json, json_compact, "
+                          "sql, text)")
+    src.add_argument("--schema", metavar="FILE.json",
+                     help="a JSON Schema file: samples are JSON valid under it (see docs/schema.md)")
+    src.add_argument("--regex", metavar="PATTERN", help="samples are strings s with re.fullmatch(PATTERN, s)")
+    p.add_argument("--whitespace", type=_whitespace, default="compact", metavar="compact|flexible|N",
+                   help="--schema only: white space between JSON tokens: none (default), RFC 8259, or runs "
+                        "of at most N characters")
+    p.add_argument("--strict", action="store_true",
+                   help="--schema only: an absent additionalProperties means false")
+    p.add_argument("--lenient", action="store_true",
+                   help="--schema only: drop keywords gad cannot express exactly (with a warning) instead of "
+                        "refusing the schema")
     p.add_argument("--prompt", required=True, metavar="TEXT", help="the prompt")
     p.add_argument("-n", type=types.positive_int, default=1, help="number of samples (default 1)")
     p.add_argument("--max-new-tokens", type=types.positive_int, default=256,
@@ -296,7 +322,15 @@ def run(args: argparse.Namespace) -> int:
     if speculative is None and (args.draft_k != 4 or args.accept != "lossless"):
         raise InvalidArgumentError("--draft-k and --accept are options of speculative decoding; "
                                    "they need --speculative")
-    grammar = Grammar.from_name_or_file(args.grammar)
+    if args.schema is None and (args.strict or args.lenient or args.whitespace != "compact"):
+        raise InvalidArgumentError("--whitespace, --strict and --lenient apply to --schema only")
+    if args.schema is not None:
+        grammar = Grammar.from_json_schema(Path(args.schema), whitespace=args.whitespace, strict=args.strict,
+                                           lenient=args.lenient)
+    elif args.regex is not None:
+        grammar = Grammar.from_regex(args.regex)
+    else:
+        grammar = Grammar.from_name_or_file(args.grammar)
     if args.model is not None and args.model.startswith("toy:"):
         lm = _toy_model(args.model)
     else:

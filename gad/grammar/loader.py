@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import lark
 import lark.lexer as lark_lexer
@@ -45,7 +46,7 @@ from gad.errors import (
     UndefinedSymbolError,
     UnsupportedGrammarError,
 )
-from gad.grammar import ebnf
+from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 
 __all__ = ["Grammar"]
@@ -131,6 +132,47 @@ class Grammar:
             raise GrammarError(f"no shipped grammar named {name!r}; shipped: {', '.join(names)}",
                                path=f"<builtin {name}>")
         return cls.from_file(BUILTIN_DIR / f"{name}.lark")
+
+    @classmethod
+    def from_json_schema(cls, schema: Any, *, whitespace: str | int = "compact", strict: bool = False,
+                         lenient: bool = False) -> Grammar:
+        """The grammar of JSON texts valid under a JSON Schema (:mod:`gad.grammar.json_schema`).
+
+        Args:
+            schema: a dict / bool, JSON text, or a ``.json`` file (``str`` ending in ``.json`` or ``Path``).
+            whitespace: ``"compact"`` (default: no white space), ``"flexible"`` (RFC 8259 white space
+                between tokens) or an ``int`` n (each run at most n characters).
+            strict: an absent ``additionalProperties`` means ``false``.
+            lenient: drop keywords gad cannot express exactly, with a ``UserWarning`` listing them.
+        Raises:
+            UnsupportedSchemaError: a keyword gad cannot express exactly (names the JSON pointer).
+            InvalidSchemaError: unreadable / invalid schema, unresolvable ``$ref``.
+        """
+        sg = json_schema.convert(schema, whitespace=whitespace, strict=strict, lenient=lenient)
+        g = cls.from_string(sg.lark_text, path="<json-schema>")
+        g.__dict__["schema_grammar"] = sg  # .dumps(value) writes values in the accepted spelling
+        return g
+
+    @classmethod
+    def from_pydantic(cls, model: Any, *, whitespace: str | int = "compact", strict: bool = False,
+                      lenient: bool = False) -> Grammar:
+        """:meth:`from_json_schema` of ``model.model_json_schema()`` (a Pydantic v2 model class).
+
+        Raises:
+            InvalidArgumentError: not a Pydantic model class; otherwise as :meth:`from_json_schema`.
+        """
+        return cls.from_json_schema(regex.pydantic_schema(model), whitespace=whitespace, strict=strict,
+                                    lenient=lenient)
+
+    @classmethod
+    def from_regex(cls, pattern: str) -> Grammar:
+        """The strings ``s`` with ``re.fullmatch(pattern, s)`` (:mod:`gad.grammar.regex`).
+
+        Raises:
+            GrammarSyntaxError: not a valid Python regex.  UnsupportedGrammarError: lookarounds,
+            back-references, inline flags, inner anchors.
+        """
+        return cls.from_string(regex.regex_lark(pattern), path="<regex>")
 
     @classmethod
     def from_name_or_file(cls, spec: str | os.PathLike[str]) -> Grammar:

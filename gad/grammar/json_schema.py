@@ -1,0 +1,1623 @@
+"""JSON Schema -> Lark grammar for gad's LALR(1) + contextual-lexer engine (issue 11).
+
+:func:`convert` turns a JSON Schema (a dict / bool, JSON text, or a ``.json`` file) into Lark text
+whose language is exactly the set of JSON texts (in gad's spelling, below) whose value the schema
+validates.  Anything gad cannot express exactly raises :class:`gad.errors.UnsupportedSchemaError`
+naming the JSON pointer and the keyword; ``lenient=True`` drops such keywords instead and lists them
+in a :class:`UserWarning` (and in :attr:`SchemaGrammar.dropped`).
+
+Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
+
+* ``type`` (incl. unions), ``enum``, ``const``: an ``enum`` / ``const`` node is the finite set of
+  its values that the whole node validates (checked with the ``jsonschema`` package, so every
+  sibling keyword is honoured exactly).
+* objects: ``properties``, ``required``, ``additionalProperties`` (true by default as the spec says;
+  ``strict=True`` makes an absent one false).  **Property order**: properties are emitted in the
+  order the schema writes them, then required names that ``properties`` does not list (in
+  ``required`` order), then additional properties in any order.  An additional key never spells a
+  listed property (the key terminal is the complement of the listed names), so a value cannot dodge
+  its property's schema.
+* arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
+  ``minItems``, ``maxItems``, ``uniqueItems: false``.
+* ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
+  distributed into ``anyOf`` / ``oneOf`` branches.  A union is exact when at most one branch admits
+  objects and at most one admits arrays (after merging; an unconstrained object / array branch
+  absorbs the others under ``anyOf``); string, number and literal branches are merged into one
+  terminal per kind.  ``oneOf`` is exact when its branches are pairwise disjoint (checked on the
+  automata for strings and numbers, by kind otherwise); overlapping branches raise
+  ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``).
+* ``$ref`` to ``#...`` JSON pointers (``$defs``, ``definitions``, any local path), recursive refs;
+  siblings of ``$ref`` are ignored for drafts 04-07 (as those drafts say) and merged otherwise.
+* strings: ``pattern`` (a search, not a full match, as the spec says; ECMA-262 classes ``\\d`` =
+  ``[0-9]``, ``\\w`` = ``[A-Za-z0-9_]``, ``\\s`` = ECMA white space, ``.`` excludes line
+  terminators), ``minLength`` / ``maxLength`` (code points), ``format``: date, time, date-time
+  (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
+  scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
+  (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
+  integers.  Two of pattern / length / format on one string need an automaton intersection and are
+  refused.
+* numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
+  regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
+  without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
+  Non-integer bounds on ``number``, and ``multipleOf``, are refused.
+* refused (``UnsupportedSchemaError``): ``patternProperties``, ``propertyNames``, ``min/maxProperties``,
+  ``dependencies``, ``dependentRequired``, ``dependentSchemas``, ``unevaluated*``, ``contains``,
+  ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``, ``$dynamicRef``, ``$recursiveRef``,
+  remote ``$ref``, unknown formats.  Other keywords are annotations (title, description, ...).
+
+Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
+use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
+required escapes, ``\\u00xx`` lower case), so that every value has exactly one spelling there;
+unconstrained strings accept every RFC 8259 spelling.  Integers are written without fraction or
+exponent.  :meth:`SchemaGrammar.dumps` writes a value in exactly the spelling and property order
+the grammar accepts.
+
+Whitespace: ``"compact"`` (default) allows none; ``"flexible"`` allows RFC 8259 white space
+(``[ \\t\\n\\r]*``) between tokens; an ``int`` n allows runs of at most n characters.  White space
+is folded into the punctuation terminals (``{``, ``,``, ``:`` ...), so each gap between two tokens
+is covered by exactly one terminal and a run can never exceed the bound.
+
+The grammar stays LALR(1) and lexically unambiguous by construction: in any parser state the
+acceptable terminals have pairwise disjoint languages (one string terminal and one number terminal
+per value position; key terminals are disjoint literals plus the complement of them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import jsonschema
+
+from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
+from gad.grammar.automata import regex_fsm
+
+try:  # Python >= 3.11
+    import re._constants as _sc
+    import re._parser as _sp
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sc  # type: ignore[no-redef, unused-ignore]
+    import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
+
+__all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
+
+_MAX_CP = 0x10FFFF
+_MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
+_MAX_UNION_ALTS = 256
+_MAX_LENGTH = 300  # minLength / maxLength above this exceed the terminal automaton budget
+# one character of a length-bounded string (any escape except \/ and \u above U+001F)
+_LEN_UNIT = r'(?:[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f]))'
+
+# --------------------------------------------------------------------------------- char level
+# A JSON string's content is a sequence of "units"; here every character has one canonical unit:
+# raw, except '"' '\\' and the controls U+0000..U+001F, spelled as json.dumps spells them.
+_SPECIALS = [chr(i) for i in range(0x20)] + ['"', "\\"]
+_SPECIAL_SET = frozenset(_SPECIALS)
+
+
+def _spell(c: str) -> str:
+    """Canonical JSON spelling of one character (json.dumps, ensure_ascii=False)."""
+    return json.dumps(c, ensure_ascii=False)[1:-1]
+
+
+def _rx_lit(s: str) -> str:
+    """``s`` as a regex literal usable inside a Lark ``/.../`` terminal."""
+    out = []
+    for c in s:
+        o = ord(c)
+        if c.isalnum() and o < 128:
+            out.append(c)
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\x{o:02x}")
+        elif o < 128:
+            out.append("\\" + c if c in "\\.^$*+?{}[]|()/" else c)
+        else:
+            out.append(c)  # interegular takes raw non-ASCII characters (no \\u escapes)
+    return "".join(out)
+
+
+def _class_char(o: int) -> str:
+    c = chr(o)
+    if o < 0x20 or o == 0x7F:
+        return f"\\x{o:02x}"
+    if c in "\\]^-[/":
+        return "\\" + c
+    return c
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> str:
+    parts = []
+    for lo, hi in ranges:
+        if lo == hi:
+            parts.append(_class_char(lo))
+        elif hi == lo + 1:
+            parts.append(_class_char(lo) + _class_char(hi))
+        else:
+            parts.append(_class_char(lo) + "-" + _class_char(hi))
+    return "".join(parts)
+
+
+def _norm(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out, prev = [], 0
+    for lo, hi in _norm(ranges):
+        if lo > prev:
+            out.append((prev, lo - 1))
+        prev = hi + 1
+    if prev <= _MAX_CP:
+        out.append((prev, _MAX_CP))
+    return out
+
+
+def _contains(ranges: list[tuple[int, int]], o: int) -> bool:
+    return any(lo <= o <= hi for lo, hi in ranges)
+
+
+_SPECIAL_RANGES = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
+
+
+def _unit_set(ranges: list[tuple[int, int]]) -> str | None:
+    """Regex for one canonical unit whose character is in ``ranges`` (None: no character)."""
+    ranges = _norm(ranges)
+    alts: list[str] = []
+    raw = _norm([r for r in _intersect(ranges, _complement(_SPECIAL_RANGES))])
+    if raw:
+        size = sum(hi - lo + 1 for lo, hi in raw)
+        comp = _complement(raw)
+        if size > 4096:  # big sets as negated classes (interegular stores classes as char sets)
+            alts.append("[^" + _ranges_text(comp) + "]")
+        else:
+            alts.append("[" + _ranges_text(raw) + "]")
+    short = [c for c in _SPECIALS if _contains(ranges, ord(c)) and len(_spell(c)) == 2]
+    codes = [_spell(c)[4:] for c in _SPECIALS if _contains(ranges, ord(c)) and len(_spell(c)) == 6]
+    esc = []
+    if short:
+        esc.append("[" + "".join("\\\\" if _spell(c)[1] == "\\" else _spell(c)[1] for c in short) + "]")
+    if len(codes) == 27:
+        esc.append("u00(?:0[0-7bef]|1[0-9a-f])")
+    elif codes:
+        esc.append("u00(?:" + "|".join(codes) + ")")
+    if esc:
+        alts.append("\\\\" + (esc[0] if len(esc) == 1 else "(?:" + "|".join(esc) + ")"))
+    if not alts:
+        return None
+    return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for lo1, hi1 in a:
+        for lo2, hi2 in b:
+            lo, hi = max(lo1, lo2), min(hi1, hi2)
+            if lo <= hi:
+                out.append((lo, hi))
+    return _norm(out)
+
+
+_ANY_RANGES = [(0, _MAX_CP)]
+UNIT = _unit_set(_ANY_RANGES) or ""
+# every RFC 8259 spelling of a string's content (used for unconstrained strings)
+ANY_CONTENT = r'(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*'
+JSON_STRING = '"' + ANY_CONTENT + '"'
+JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?"
+JSON_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+
+_ECMA_SPACE = _norm([(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+                     (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+                     (0xFEFF, 0xFEFF)])
+_DIGIT = [(0x30, 0x39)]
+_WORD = _norm([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+_LINE_TERM = [(0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029)]
+_CATEGORIES = {
+    "CATEGORY_DIGIT": _DIGIT, "CATEGORY_NOT_DIGIT": _complement(_DIGIT),
+    "CATEGORY_WORD": _WORD, "CATEGORY_NOT_WORD": _complement(_WORD),
+    "CATEGORY_SPACE": _ECMA_SPACE, "CATEGORY_NOT_SPACE": _complement(_ECMA_SPACE),
+}
+
+
+class _PatternUnsupported(Exception):
+    pass
+
+
+def pattern_regex(pattern: str) -> str:
+    """The content regex (canonical units) of strings in which ``pattern`` finds a match.
+
+    Raises:
+        _PatternUnsupported: a construct without an exact automaton (lookaround, back-reference,
+            inline flags, anchors other than a leading ``^`` / trailing ``$``), or not a regex.
+    """
+    try:
+        parsed = _sp.parse(pattern)
+    except Exception as e:  # noqa: BLE001 - re's error types vary across versions
+        raise _PatternUnsupported(f"not a regular expression Python can parse ({e})") from None
+    if parsed.state.flags & ~(_sc.SRE_FLAG_UNICODE):
+        raise _PatternUnsupported("inline flags such as (?i) are not supported")
+    return _top(list(parsed))
+
+
+def _top(items: list) -> str:
+    if len(items) == 1 and items[0][0] is _sc.BRANCH:
+        return "(?:" + "|".join(_top(list(b)) for b in items[0][1][1]) + ")"
+    if len(items) == 1 and items[0][0] is _sc.SUBPATTERN and not items[0][1][1] and not items[0][1][2]:
+        inner = list(items[0][1][3])
+        if len(inner) == 1 and inner[0][0] is _sc.BRANCH and _has_anchor(inner):
+            return _top(inner)
+    start = bool(items) and items[0][0] is _sc.AT and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
+    if start:
+        items = items[1:]
+    end = bool(items) and items[-1][0] is _sc.AT and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
+    if end:
+        items = items[:-1]
+    body = _seq(items)
+    any_star = f"{UNIT}*"
+    return ("" if start else any_star) + body + ("" if end else any_star)
+
+
+def _has_anchor(items: list) -> bool:
+    for op, av in items:
+        if op is _sc.AT:
+            return True
+        if op is _sc.BRANCH and any(_has_anchor(list(b)) for b in av[1]):
+            return True
+        if op is _sc.SUBPATTERN and _has_anchor(list(av[3])):
+            return True
+    return False
+
+
+def _seq(items: list) -> str:
+    return "".join(_item(op, av) for op, av in items)
+
+
+def _item(op: Any, av: Any) -> str:
+    name = str(op)
+    if name == "LITERAL":
+        return _rx_lit(_spell(chr(av)))
+    if name == "NOT_LITERAL":
+        return _unit_set(_complement([(av, av)])) or "(?!)"
+    if name == "ANY":
+        return _unit_set(_complement(_LINE_TERM)) or ""
+    if name == "IN":
+        neg = False
+        ranges: list[tuple[int, int]] = []
+        for iop, iav in av:
+            n = str(iop)
+            if n == "NEGATE":
+                neg = True
+            elif n == "LITERAL":
+                ranges.append((iav, iav))
+            elif n == "RANGE":
+                ranges.append((iav[0], iav[1]))
+            elif n == "CATEGORY":
+                if str(iav) not in _CATEGORIES:
+                    raise _PatternUnsupported(f"character class {iav} is not supported")
+                ranges.extend(_CATEGORIES[str(iav)])
+            else:
+                raise _PatternUnsupported(f"class item {n} is not supported")
+        ranges = _complement(ranges) if neg else _norm(ranges)
+        u = _unit_set(ranges)
+        if u is None:
+            raise _PatternUnsupported("an empty character class")
+        return u
+    if name in ("MAX_REPEAT", "MIN_REPEAT"):
+        lo, hi, sub = av
+        inner = _seq(list(sub))
+        if not inner:
+            return ""
+        if hi is _sc.MAXREPEAT or hi == _sc.MAXREPEAT:
+            q = "*" if lo == 0 else ("+" if lo == 1 else f"{{{lo},}}")
+        elif lo == hi:
+            q = f"{{{lo}}}"
+        elif lo == 0 and hi == 1:
+            q = "?"
+        else:
+            q = f"{{{lo},{hi}}}"
+        return f"(?:{inner}){q}"
+    if name == "SUBPATTERN":
+        _gid, add, dele, sub = av
+        if add or dele:
+            raise _PatternUnsupported("inline flags in a group are not supported")
+        return "(?:" + _seq(list(sub)) + ")"
+    if name == "BRANCH":
+        return "(?:" + "|".join(_seq(list(b)) for b in av[1]) + ")"
+    if name == "CATEGORY":
+        if str(av) not in _CATEGORIES:
+            raise _PatternUnsupported(f"character class {av} is not supported")
+        return _unit_set(_CATEGORIES[str(av)]) or ""
+    if name == "AT":
+        raise _PatternUnsupported(f"anchor {av} inside the pattern (only a leading ^ and a trailing $)")
+    raise _PatternUnsupported(f"{name} (lookarounds, back-references, possessive repeats) has no exact automaton")
+
+
+# ------------------------------------------------------------------------------------- formats
+_Y = r"[0-9]{4}"
+_LEAP = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_MD = (r"(?:(?:0[13578]|1[02])\-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)\-(?:0[1-9]|[12][0-9]|30)"
+       r"|02\-(?:0[1-9]|1[0-9]|2[0-8]))")
+_DATE = rf"(?:{_Y}\-{_MD}|{_LEAP}\-02\-29)"
+_TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[Zz]|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}"
+_H16 = r"[0-9a-fA-F]{1,4}"
+_LS32 = rf"(?:{_H16}:{_H16}|{_IPV4})"
+
+
+def _h(n: int) -> str:
+    return f"(?:{_H16}:){{{n}}}" if n else ""
+
+
+def _hpre(n: int) -> str:  # [ *n( h16 ":" ) h16 ]
+    if n == 0:
+        return f"(?:{_H16})?"
+    return f"(?:(?:{_H16}:){{0,{n}}}{_H16})?"
+
+
+_IPV6 = "(?:" + "|".join([
+    f"{_h(6)}{_LS32}", f"::{_h(5)}{_LS32}", f"{_hpre(0)}::{_h(4)}{_LS32}", f"{_hpre(1)}::{_h(3)}{_LS32}",
+    f"{_hpre(2)}::{_h(2)}{_LS32}", f"{_hpre(3)}::{_H16}:{_LS32}", f"{_hpre(4)}::{_LS32}",
+    f"{_hpre(5)}::{_H16}", f"{_hpre(6)}::"]) + ")"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = rf"{_LABEL}(?:\.{_LABEL})*"
+_ATEXT = r"[A-Za-z0-9!#$%&'*+\/=?\^_`{|}~\-]"
+_EMAIL = rf"{_ATEXT}+(?:\.{_ATEXT}+)*@{_HOSTNAME}"
+_URI = r"[A-Za-z][A-Za-z0-9+\-.]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@\/?#\[\]]|%[0-9A-Fa-f]{2})*"
+_UUID = r"[0-9a-fA-F]{8}\-[0-9a-fA-F]{4}\-[0-9a-fA-F]{4}\-[0-9a-fA-F]{4}\-[0-9a-fA-F]{12}"
+
+#: string formats: name -> content regex (ASCII, no character needs escaping in JSON)
+FORMATS: dict[str, str] = {
+    "date": _DATE, "time": _TIME, "date-time": f"{_DATE}[Tt]{_TIME}", "email": _EMAIL, "uri": _URI,
+    "uuid": _UUID, "ipv4": _IPV4, "ipv6": _IPV6, "hostname": _HOSTNAME,
+}
+_INT_FORMATS = {"int32": (-(2 ** 31), 2 ** 31 - 1), "int64": (-(2 ** 63), 2 ** 63 - 1)}
+
+
+def format_checker() -> jsonschema.FormatChecker:
+    """A ``jsonschema.FormatChecker`` that asserts the formats exactly as gad defines them
+    (:data:`FORMATS`, int32 / int64); used to filter ``enum`` values and by the tests' oracle."""
+    fc = jsonschema.FormatChecker(formats=())
+    for name, rx in FORMATS.items():
+        compiled = re.compile(rx.replace("\\/", "/"))
+        fc.checks(name)(lambda v, _c=compiled: not isinstance(v, str) or _c.fullmatch(v) is not None)
+    for name, (lo, hi) in _INT_FORMATS.items():
+        fc.checks(name)(lambda v, _lo=lo, _hi=hi: not isinstance(v, int) or isinstance(v, bool)
+                        or _lo <= v <= _hi)
+    return fc
+
+
+# ------------------------------------------------------------------------------ integer ranges
+def _same_len(x: str, y: str) -> str:
+    """Regex for decimal strings of len(x) digits in [x, y] (x <= y, same length)."""
+    if x == y:
+        return x
+    if len(x) == 1:
+        return f"[{x}-{y}]"
+    if x[0] == y[0]:
+        return x[0] + _same_len(x[1:], y[1:])
+    n = len(x) - 1
+    if x[1:] == "0" * n and y[1:] == "9" * n:
+        return f"[{x[0]}-{y[0]}][0-9]{{{n}}}"
+    parts = [x[0] + _wrap(_same_len(x[1:], "9" * n))]
+    if int(y[0]) - int(x[0]) >= 2:
+        parts.append(f"[{int(x[0]) + 1}-{int(y[0]) - 1}][0-9]{{{n}}}")
+    parts.append(y[0] + _wrap(_same_len("0" * n, y[1:])))
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _wrap(r: str) -> str:
+    return r if r.startswith("(?:") and r.endswith(")") else f"(?:{r})" if "|" in r else r
+
+
+def _nat_range(a: int, b: int | None) -> str | None:
+    """Regex for decimal naturals (no leading zeros) in [a, b]; b None = unbounded; None if empty."""
+    a = max(a, 0)
+    if b is not None and b < a:
+        return None
+    parts = []
+    la = len(str(a))
+    lb = len(str(b)) if b is not None else la
+    for L in range(la, lb + 1):
+        lo = max(a, 10 ** (L - 1) if L > 1 else 0)
+        hi = min(b, 10 ** L - 1) if b is not None else 10 ** L - 1
+        if lo <= hi:
+            parts.append(_same_len(str(lo).zfill(L), str(hi).zfill(L)))
+    if b is None:
+        parts.append(f"[1-9][0-9]{{{la},}}")
+    parts.reverse()  # longest first: Python's leftmost alternation then matches like a DFA would
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _int_range(lo: int | None, hi: int | None) -> str | None:
+    """Regex for JSON integer spellings (incl. ``-0``) whose value is in [lo, hi] (None = unbounded)."""
+    if lo is None and hi is None:
+        return JSON_INTEGER
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    parts = []
+    if hi is None or hi >= 0:
+        p = _nat_range(max(lo, 0) if lo is not None else 0, hi)
+        if p:
+            parts.append(p)
+    if lo is None or lo <= 0:  # negatives -y with y in [max(-hi,0), -lo]; "-0" when 0 is in range
+        ylo = max(-hi, 0) if hi is not None else 0
+        p = _nat_range(ylo, -lo if lo is not None else None)
+        if p:
+            parts.append(r"\-" + _wrap(p) if "|" in p else r"\-" + p)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _nonneg_decimal(ylo: int | None, ylo_x: bool, yhi: int | None, yhi_x: bool) -> str | None:
+    """Spellings ``I`` / ``I.F`` (no exponent) of values y >= 0 with integer bounds on y."""
+    a = 0 if ylo is None else max(ylo, 0)
+    a_x = ylo_x if ylo is not None and ylo >= 0 else False
+    parts = []
+    # integral values (F absent or all zeros): I in [a(+1 if excl), b(-1 if excl)]
+    ilo = a + 1 if a_x else a
+    ihi = None if yhi is None else (yhi - 1 if yhi_x else yhi)
+    # non-integral values first (Python's alternation is leftmost, not longest):
+    # y in (I, I+1) needs I >= a and I + 1 <= b
+    fhi = None if yhi is None else yhi - 1
+    p = _nat_range(a, fhi)
+    if p:
+        parts.append(f"{_wrap(p)}\\.[0-9]*[1-9][0-9]*")
+    p = _nat_range(ilo, ihi)
+    if p:
+        parts.append(f"{_wrap(p)}(?:\\.0+)?")
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+def _number_range(lo: float | None, lo_x: bool, hi: float | None, hi_x: bool) -> str | None:
+    """Regex for non-exponent JSON number spellings with value in the range (integer bounds)."""
+    ilo = None if lo is None else int(lo)
+    ihi = None if hi is None else int(hi)
+    parts = []
+    if ihi is None or ihi > 0 or (ihi == 0 and not hi_x):
+        p = _nonneg_decimal(ilo if ilo is not None and ilo > 0 else 0,
+                            lo_x if ilo is not None and ilo >= 0 else False, ihi, hi_x)
+        if p:
+            parts.append(p)
+    if ilo is None or ilo < 0 or (ilo == 0 and not lo_x):
+        # v = -y, v in [lo, hi]  <=>  y in [-hi, -lo]
+        ylo = 0 if ihi is None or ihi >= 0 else -ihi
+        ylo_x = hi_x if ihi is not None and ihi <= 0 else False
+        p = _nonneg_decimal(ylo, ylo_x, None if ilo is None else -ilo, lo_x)
+        if p:
+            parts.append(r"\-" + _wrap(p) if "|" in p else r"\-" + p)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+# ----------------------------------------------------------------------------- schema reading
+def load_schema(schema: Any) -> Any:
+    """``schema`` as a Python object: a dict / bool as is; a ``Path`` or a ``str`` naming an existing
+    ``.json`` file is read; any other ``str`` / ``bytes`` is parsed as JSON text.
+
+    Raises:
+        InvalidSchemaError: unreadable file, invalid JSON, or not an object / boolean.
+    """
+    src = None
+    if isinstance(schema, Path) or (isinstance(schema, str) and not schema.lstrip().startswith(("{", "[", "t", "f"))
+                                    and schema.strip().endswith(".json")):
+        src = str(schema)
+        try:
+            schema = Path(schema).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InvalidSchemaError(f"cannot read schema file: {e}", path=src) from None
+    if isinstance(schema, (bytes, bytearray)):
+        schema = bytes(schema).decode("utf-8", errors="strict")
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise InvalidSchemaError(f"schema is not valid JSON: {e.msg}", path=src or "<schema>",
+                                     line=e.lineno, column=e.colno) from None
+    if not isinstance(schema, (dict, bool)):
+        raise InvalidSchemaError(f"a JSON Schema is an object or a boolean, got {type(schema).__name__}",
+                                 path=src)
+    return schema
+
+
+def _ptr_join(ptr: str, *keys: Any) -> str:
+    for k in keys:
+        ptr += "/" + str(k).replace("~", "~0").replace("/", "~1")
+    return ptr
+
+
+_ANNOTATIONS = frozenset({
+    "$schema", "$id", "id", "$comment", "$anchor", "$vocabulary", "title", "description", "default",
+    "examples", "example", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
+    "contentSchema", "$defs", "definitions", "nullable_", "$dynamicAnchor", "$recursiveAnchor"})
+_UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
+    "patternProperties": {"object"}, "propertyNames": {"object"}, "minProperties": {"object"},
+    "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
+    "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
+    "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
+    "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
+    "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
+}
+_KINDS = ("object", "array", "string", "number", "integer", "boolean", "null")
+_TYPE_KINDS = {"object": {"object"}, "array": {"array"}, "string": {"string"}, "number": {"number", "integer"},
+               "integer": {"integer"}, "boolean": {"boolean"}, "null": {"null"}}
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A keyword dropped under ``lenient=True``: JSON pointer, keyword, reason."""
+
+    pointer: str
+    keyword: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"#{self.pointer} {self.keyword}: {self.reason}"
+
+
+_FALSE = object()  # a flattened schema that admits nothing
+
+
+@dataclass
+class _Parts:
+    """What one value position admits, grouped by the first token's kind."""
+
+    string: str | None = None       # content regex; "*" = any spelling of any string
+    number: str | None = None       # full regex
+    lits: set[str] = field(default_factory=set)  # "true", "false", "null"
+    obj: str | None = None          # rule name
+    arr: str | None = None
+    obj_any: bool = False
+    arr_any: bool = False
+    obj_key: Any = None             # identity of the object alternative (to dedupe)
+    arr_key: Any = None
+    where: dict[str, str] = field(default_factory=dict)  # kind -> pointer (errors)
+
+    def empty(self) -> bool:
+        return self.string is None and self.number is None and not self.lits and self.obj is None \
+            and self.arr is None
+
+
+@dataclass(frozen=True)
+class SchemaGrammar:
+    """The result of :func:`convert`.
+
+    Attributes:
+        lark_text: Lark grammar text (start rule ``start``) for ``gad.Grammar.from_string``.
+        dropped: keywords dropped under ``lenient=True`` (empty otherwise).
+        schema: the schema as read.
+    """
+
+    lark_text: str
+    dropped: tuple[Dropped, ...]
+    schema: Any
+    _info: dict = field(repr=False, compare=False, default_factory=dict)
+    _root: str = field(repr=False, compare=False, default="")
+    _ws: bool = field(repr=False, compare=False, default=False)
+
+    def dumps(self, value: Any, indent: int | None = None) -> str:
+        """``value`` as JSON text in the spelling and property order the grammar accepts.
+
+        Args:
+            value: a JSON value (dict / list / str / int / float / bool / None).
+            indent: spaces per nesting level (needs a whitespace mode that allows it), or None
+                for compact output.
+        Returns:
+            the JSON text; objects list the schema's properties in its order, then the rest.
+        """
+        out: list[str] = []
+        self._dump(value, self._root, indent, 0, out)
+        return "".join(out)
+
+    def _dump(self, v: Any, rule: str | None, indent: int | None, depth: int, out: list[str]) -> None:
+        info = self._info.get(rule, {}) if rule else {}
+        nl = ("\n" + " " * (indent * (depth + 1))) if indent else ""
+        end = ("\n" + " " * (indent * depth)) if indent else ""
+        if isinstance(v, dict):
+            oi = info.get("obj")
+            if not v:
+                out.append("{}")
+                return
+            keys = list(v)
+            child: dict[str, str | None] = {}
+            add = None
+            if oi is not None:
+                if "lits" in oi:
+                    for lit in oi["lits"]:
+                        if _json_eq(lit, v):
+                            v, keys = lit, list(lit)
+                            break
+                else:
+                    order = [k for k in oi["order"] if k in v]
+                    keys = order + [k for k in v if k not in oi["child"]]
+                    child = oi["child"]
+                    add = oi["add"]
+            out.append("{")
+            for i, k in enumerate(keys):
+                out.append(("," if i else "") + nl)
+                out.append(json.dumps(k, ensure_ascii=False) + ":" + (" " if indent else ""))
+                self._dump(v[k], child.get(k, add) if oi else None, indent, depth + 1, out)
+            out.append(end + "}")
+            return
+        if isinstance(v, list):
+            ai = info.get("arr")
+            if not v:
+                out.append("[]")
+                return
+            out.append("[")
+            for i, x in enumerate(v):
+                out.append(("," if i else "") + nl)
+                r = None
+                if ai is not None and "items" in ai:
+                    r = ai["items"][i] if i < len(ai["items"]) else ai["rest"]
+                self._dump(x, r, indent, depth + 1, out)
+            out.append(end + "]")
+            return
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
+            v = int(v)
+        out.append(json.dumps(v, ensure_ascii=False))
+
+
+def _json_eq(a: Any, b: Any) -> bool:
+    """JSON Schema equality (1 == 1.0, but True != 1; objects unordered)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_eq(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_eq(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+# ------------------------------------------------------------------------------------ converter
+class _Gen:
+    def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool) -> None:
+        self.root = root
+        self.strict = strict
+        self.lenient = lenient
+        self.dropped: list[Dropped] = []
+        if ws == "compact":
+            self.ws = ""
+        elif ws == "flexible":
+            self.ws = r"[ \t\n\r]*"
+        else:
+            self.ws = rf"[ \t\n\r]{{0,{int(ws)}}}" if int(ws) > 0 else ""
+        self.ws_mode = ws
+        draft = root.get("$schema", "") if isinstance(root, dict) else ""
+        self.old_ref = any(d in str(draft) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        self.rules: dict[str, list[str]] = {}
+        self.terms: dict[str, str] = {}   # regex -> name
+        self.term_defs: list[tuple[str, str]] = []
+        self.keylits: dict[str, str] = {}
+        self.lit_defs: list[tuple[str, str]] = []
+        self.memo: dict[Any, str | None] = {}
+        self.obj_memo: dict[Any, str] = {}
+        self.arr_memo: dict[Any, str] = {}
+        self.info: dict[str, dict] = {}
+        self.work: list[Any] = []
+        self.n = 0
+        self.depth = 0
+        try:
+            cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+            cls.check_schema(root)
+            self.validator = cls(root, format_checker=format_checker())
+        except jsonschema.exceptions.SchemaError as e:
+            where = "/".join(str(x) for x in e.path)
+            raise InvalidSchemaError(f"not a valid JSON Schema: {e.message}",
+                                     pointer="/" + where if where else "") from None
+        except Exception as e:  # noqa: BLE001 - jsonschema raises several types for odd roots
+            raise InvalidSchemaError(f"cannot build a validator for the schema: {e}") from None
+
+    # ------------------------------------------------------------------------ bookkeeping
+    def fresh(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def term(self, regex: str, prefix: str = "T") -> str:
+        name = self.terms.get(regex)
+        if name is None:
+            name = self.fresh(prefix.upper())
+            self.terms[regex] = name
+            self.term_defs.append((name, regex))
+        return name
+
+    def punct(self, ch: str, lead: bool, trail: bool) -> str:
+        w = self.ws
+        return self.term((w if lead else "") + "\\" + ch + (w if trail else ""), "P")
+
+    def unsupported(self, ptr: str, kw: str, why: str) -> None:
+        if not self.lenient:
+            raise UnsupportedSchemaError(why, pointer=ptr, keyword=kw)
+        d = Dropped(ptr, kw, why)
+        if d not in self.dropped:
+            self.dropped.append(d)
+
+    def resolve(self, ref: str, ptr: str) -> tuple[Any, str]:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            self.unsupported(ptr, "$ref", f"only local references '#...' are supported, got {ref!r}")
+            return True, ptr
+        frag = ref[1:]
+        if frag and not frag.startswith("/"):
+            self.unsupported(ptr, "$ref", f"anchor references ({ref!r}) are not supported")
+            return True, ptr
+        node = self.root
+        for part in frag.split("/")[1:] if frag else []:
+            part = unquote(part).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise InvalidSchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
+        return node, frag
+
+    # ------------------------------------------------------------------------ flattening
+    def flatten(self, node: Any, ptr: str, depth: int = 0) -> Any:
+        """Resolve $ref / allOf into one dict: {kw: value}, '_ptr': {kw: ptr}, '_unions': [...]."""
+        if depth > 64:
+            self.unsupported(ptr, "$ref", "reference cycle without any structure in between")
+            return {"_ptr": {}, "_unions": []}
+        if node is True:
+            return {"_ptr": {}, "_unions": []}
+        if node is False:
+            return _FALSE
+        if not isinstance(node, dict):
+            raise InvalidSchemaError(f"a schema must be an object or a boolean, got {type(node).__name__}",
+                                     pointer=ptr)
+        flat: Any = {"_ptr": {}, "_unions": []}
+        rest = dict(node)
+        if "$ref" in rest:
+            target, tptr = self.resolve(rest.pop("$ref"), ptr)
+            sub = self.flatten(target, tptr, depth + 1)
+            if self.old_ref:
+                return sub
+            flat = self.merge(flat, sub, ptr)
+        for kw in ("allOf",):
+            if kw in rest:
+                branches = rest.pop(kw)
+                for i, b in enumerate(branches):
+                    flat = self.merge(flat, self.flatten(b, _ptr_join(ptr, kw, i), depth + 1), ptr)
+        for kw in ("anyOf", "oneOf"):
+            if kw in rest:
+                branches = rest.pop(kw)
+                if flat is not _FALSE:
+                    flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
+        own: dict = {"_ptr": {}, "_unions": []}
+        for kw, v in rest.items():
+            if kw in _ANNOTATIONS:
+                continue
+            if kw == "const":
+                kw, v = "enum", [v]
+            if kw == "exclusiveMinimum" and isinstance(v, bool):  # draft-04 spelling
+                if v and "minimum" in rest:
+                    own["exclusiveMinimum"] = rest["minimum"]
+                    own["_ptr"]["exclusiveMinimum"] = ptr
+                    own.pop("minimum", None)
+                continue
+            if kw == "exclusiveMaximum" and isinstance(v, bool):
+                if v and "maximum" in rest:
+                    own["exclusiveMaximum"] = rest["maximum"]
+                    own["_ptr"]["exclusiveMaximum"] = ptr
+                    own.pop("maximum", None)
+                continue
+            if kw in ("minimum", "maximum") and rest.get("exclusive" + kw[:1].upper() + kw[1:]) is True:
+                continue
+            if kw == "enum" and "enum" in own:
+                v = [x for x in own["enum"] if any(_json_eq(x, y) for y in v)]
+            own[kw] = v
+            own["_ptr"][kw] = ptr
+        if flat is _FALSE:
+            return _FALSE
+        return self.merge(flat, own, ptr)
+
+    def merge(self, a: Any, b: Any, ptr: str) -> Any:
+        if a is _FALSE or b is _FALSE:
+            return _FALSE
+        out = dict(a)
+        out["_ptr"] = dict(a["_ptr"])
+        out["_unions"] = list(a["_unions"]) + list(b["_unions"])
+        for kw, v in b.items():
+            if kw in ("_ptr", "_unions"):
+                continue
+            bp = b["_ptr"].get(kw, ptr)
+            if kw not in out:
+                out[kw] = v
+                out["_ptr"][kw] = bp
+                continue
+            u = out[kw]
+            if kw == "type":
+                ta = _type_set(u)
+                tb = _type_set(v)
+                out[kw] = sorted(_type_meet(ta, tb))
+            elif kw in ("minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties"):
+                out[kw] = max(u, v)
+            elif kw in ("maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties"):
+                out[kw] = min(u, v)
+            elif kw == "required":
+                out[kw] = list(u) + [x for x in v if x not in u]
+            elif kw == "enum":
+                out[kw] = [x for x in u if any(_json_eq(x, y) for y in v)]
+            elif kw in ("properties", "additionalProperties"):
+                pass  # merged below, needs both sides
+            elif kw in ("items", "additionalItems") and isinstance(u, (dict, bool)) and isinstance(v, (dict, bool)):
+                out[kw] = {"allOf": [u, v]}
+            elif kw == "uniqueItems":
+                out[kw] = bool(u) or bool(v)
+            elif _json_eq(u, v):
+                pass
+            else:
+                self.unsupported(bp, kw, f"allOf / $ref siblings with two different {kw!r} values "
+                                         "need an intersection gad cannot write as one terminal")
+        if "properties" in b or "additionalProperties" in b:
+            if "properties" in a or "additionalProperties" in a:
+                pa, pb = a.get("properties", {}), b.get("properties", {})
+                xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
+                props = {}
+                for k in list(pa) + [k for k in pb if k not in pa]:
+                    sa, sb = pa.get(k, xa), pb.get(k, xb)
+                    props[k] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+                out["properties"] = props
+                if "additionalProperties" in a or "additionalProperties" in b:
+                    out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
+            else:
+                for kw in ("properties", "additionalProperties"):
+                    if kw in b:
+                        out[kw] = b[kw]
+                        out["_ptr"][kw] = b["_ptr"].get(kw, ptr)
+        return out
+
+    # ------------------------------------------------------------------------ value rules
+    def value_rule(self, node: Any, ptr: str) -> str | None:
+        """Name of the rule for values valid under ``node`` (None: no value is)."""
+        key: Any = ptr
+        if isinstance(node, dict) and "$ref" in node and all(k == "$ref" or k in _ANNOTATIONS for k in node):
+            _t, tptr = self.resolve(node["$ref"], ptr)
+            key = ("ref", tptr)
+        elif node is True or (isinstance(node, dict) and all(k in _ANNOTATIONS for k in node)):
+            return self.any_value()
+        if key in self.memo:
+            return self.memo[key]
+        name = self.fresh("v")
+        self.memo[key] = name
+        parts = self.parts(node, ptr)
+        if parts.empty():
+            self.memo[key] = None
+            self.rules[name] = [name]  # referenced while in progress: an unproductive rule
+            return None
+        self.emit_value(name, parts)
+        return name
+
+    def emit_value(self, name: str, p: _Parts) -> None:
+        alts = []
+        if p.obj:
+            alts.append(p.obj)
+        if p.arr:
+            alts.append(p.arr)
+        if p.string is not None:
+            alts.append(self.term(JSON_STRING if p.string == "*" else f'"{p.string}"', "S"))
+        if p.number is not None:
+            alts.append(self.term(p.number, "N"))
+        for lit in sorted(p.lits):
+            alts.append(self.term(lit, "L"))
+        self.rules[name] = alts
+        self.info[name] = {"obj": self.info.get(p.obj, {}).get("obj") if p.obj else None,
+                           "arr": self.info.get(p.arr, {}).get("arr") if p.arr else None}
+        self.info[name]["_obj_rule"] = p.obj
+        self.info[name]["_arr_rule"] = p.arr
+
+    def parts(self, node: Any, ptr: str, flat: Any = None) -> _Parts:
+        self.depth += 1
+        try:
+            if self.depth > 48:
+                self.unsupported(ptr, "$ref", "a reference cycle through anyOf / oneOf / allOf with no "
+                                              "object or array in between")
+                return _Parts()
+            return self._parts(node, ptr, flat)
+        finally:
+            self.depth -= 1
+
+    def _parts(self, node: Any, ptr: str, flat: Any = None) -> _Parts:
+        if flat is None:
+            flat = self.flatten(node, ptr)
+        if flat is _FALSE:
+            return _Parts()
+        if "enum" in flat:
+            return self.enum_parts(node, flat, ptr)
+        if flat["_unions"]:
+            return self.union_parts(flat, ptr)
+        return self.kind_parts(flat, ptr)
+
+    def union_parts(self, flat: dict, ptr: str) -> _Parts:
+        (kw, branches, uptr), *others = flat["_unions"]
+        base = dict(flat)
+        base["_unions"] = others
+        if len(branches) > _MAX_UNION_ALTS:
+            self.unsupported(uptr, kw, f"more than {_MAX_UNION_ALTS} branches")
+        alts: list[tuple[_Parts, str]] = []
+        for b, bptr in branches:
+            sub = self.merge(base, self.flatten(b, bptr), bptr)
+            if sub is _FALSE:
+                continue
+            p = self.parts(None, bptr, sub)
+            if not p.empty():
+                alts.append((p, bptr))
+        return self.combine(alts, kw, uptr, base)
+
+    def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
+        out = _Parts()
+        one_of = kw == "oneOf"
+        for p, bptr in alts:
+            for lit in p.lits:
+                if lit in out.lits and one_of:
+                    self.unsupported(uptr, kw, f"branches {out.where.get(lit)} and {bptr} both admit {lit} "
+                                               "(oneOf over overlapping branches)")
+                out.lits.add(lit)
+                out.where.setdefault(lit, bptr)
+            if p.string is not None:
+                if out.string is None:
+                    out.string = p.string
+                    out.where["string"] = bptr
+                else:
+                    if one_of and self.overlap('"' + _cx(out.string) + '"', '"' + _cx(p.string) + '"'):
+                        self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr} overlap "
+                                                   "(oneOf is exact only over disjoint branches)")
+                    out.string = "*" if "*" in (out.string, p.string) else f"(?:{out.string}|{p.string})"
+            if p.number is not None:
+                if out.number is None:
+                    out.number = p.number
+                    out.where["number"] = bptr
+                else:
+                    if one_of and self.overlap(out.number, p.number):
+                        self.unsupported(uptr, kw, f"number branches {out.where['number']} and {bptr} overlap "
+                                                   "(oneOf is exact only over disjoint branches)")
+                    out.number = JSON_NUMBER if JSON_NUMBER in (out.number, p.number) \
+                        else f"(?:{out.number}|{p.number})"
+            for kind in ("obj", "arr"):
+                r = getattr(p, kind)
+                if r is None:
+                    continue
+                cur = getattr(out, kind)
+                if cur is None:
+                    setattr(out, kind, r)
+                    setattr(out, kind + "_any", getattr(p, kind + "_any"))
+                    setattr(out, kind + "_key", getattr(p, kind + "_key"))
+                    out.where[kind] = bptr
+                    continue
+                if cur == r or (getattr(out, kind + "_key") is not None
+                                and getattr(out, kind + "_key") == getattr(p, kind + "_key")):
+                    if one_of:
+                        self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} admit the same values")
+                    continue
+                if not one_of and getattr(out, kind + "_any"):
+                    continue
+                if not one_of and getattr(p, kind + "_any"):
+                    setattr(out, kind, r)
+                    setattr(out, kind + "_any", True)
+                    continue
+                what = "objects" if kind == "obj" else "arrays"
+                self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit {what}; a union "
+                                           f"of two {what} schemas is not supported")
+                # lenient: the node without this union (drops the keyword, never narrows)
+                wide = self.parts(None, uptr, base) if base is not None else None
+                r = getattr(wide, kind) if wide is not None else None
+                if r is None:
+                    r = self.any_object() if kind == "obj" else self.any_array()
+                setattr(out, kind, r)
+                setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
+                setattr(out, kind + "_key", ("wide", uptr))
+        return out
+
+    def overlap(self, r1: str, r2: str) -> bool:
+        try:
+            f1, f2 = regex_fsm(r1), regex_fsm(r2)
+            return not (f1 & f2).empty()
+        except Exception:  # noqa: BLE001 - too large to decide: assume they overlap
+            return True
+
+    def enum_parts(self, node: Any, flat: dict, ptr: str) -> _Parts:
+        values = flat["enum"]
+        schema = node if node is not None else _unflatten(flat)
+        try:
+            v = self.validator.evolve(schema=schema)
+            keep = [x for x in values if v.is_valid(x)]
+        except jsonschema.exceptions.RefResolutionError as e:  # pragma: no cover - old jsonschema
+            raise InvalidSchemaError(f"cannot resolve a $ref: {e}", pointer=ptr) from None
+        except Exception as e:  # noqa: BLE001 - e.g. referencing.exceptions.Unresolvable
+            raise InvalidSchemaError(f"cannot check enum values: {type(e).__name__}: {e}", pointer=ptr) from None
+        uniq: list[Any] = []
+        for x in keep:
+            if not any(_json_eq(x, y) and type(x) is type(y) for y in uniq):
+                uniq.append(x)
+        return self.literal_parts(uniq, ptr)
+
+    def literal_parts(self, values: list[Any], ptr: str) -> _Parts:
+        p = _Parts()
+        strs: list[str] = []
+        nums: list[str] = []
+        objs: list[Any] = []
+        arrs: list[Any] = []
+        for x in values:
+            if x is True:
+                p.lits.add("true")
+            elif x is False:
+                p.lits.add("false")
+            elif x is None:
+                p.lits.add("null")
+            elif isinstance(x, str):
+                strs.append(_rx_lit(json.dumps(x, ensure_ascii=False)[1:-1]))
+            elif isinstance(x, (int, float)):
+                if isinstance(x, float) and not math.isfinite(x):
+                    continue
+                sp = {json.dumps(x)}
+                if float(x).is_integer() and abs(x) < 1e16:
+                    sp |= {str(int(x)), f"{int(x)}.0"}
+                    if x == 0:
+                        sp |= {"-0", "-0.0"}
+                nums.extend(_rx_lit(s) for s in sorted(sp, key=lambda t: (-len(t), t)))
+            elif isinstance(x, dict):
+                objs.append(x)
+            elif isinstance(x, list):
+                arrs.append(x)
+        if strs:
+            p.string = "(?:" + "|".join(dict.fromkeys(strs)) + ")"
+        if nums:
+            nums.sort(key=lambda t: -len(t))
+            p.number = "(?:" + "|".join(dict.fromkeys(nums)) + ")"
+        if objs:
+            name = self.fresh("lo")
+            self.rules[name] = [" ".join(self.lit_tokens(o)) for o in objs]
+            self.info[name] = {"obj": {"lits": objs}}
+            p.obj, p.obj_key = name, ("lit", json.dumps(objs, sort_keys=True))
+        if arrs:
+            name = self.fresh("la")
+            self.rules[name] = [" ".join(self.lit_tokens(a)) for a in arrs]
+            self.info[name] = {"arr": None}
+            p.arr, p.arr_key = name, ("lit", json.dumps(arrs, sort_keys=True))
+        for k in ("string", "number", "obj", "arr"):
+            p.where[k] = ptr
+        return p
+
+    def lit_tokens(self, x: Any) -> list[str]:
+        """Terminals spelling the JSON value ``x`` (a literal inside an enum / const)."""
+        if isinstance(x, dict):
+            if not x:
+                return [self.term("\\{" + self.ws + "\\}", "P")]
+            toks = [self.punct("{", False, True)]
+            for i, (k, v) in enumerate(x.items()):
+                if i:
+                    toks.append(self.punct(",", True, True))
+                toks.append(self.key_lit(k))
+                toks.append(self.punct(":", True, True))
+                toks.extend(self.lit_tokens(v))
+            toks.append(self.punct("}", True, False))
+            return toks
+        if isinstance(x, list):
+            if not x:
+                return [self.term("\\[" + self.ws + "\\]", "P")]
+            toks = [self.punct("[", False, True)]
+            for i, v in enumerate(x):
+                if i:
+                    toks.append(self.punct(",", True, True))
+                toks.extend(self.lit_tokens(v))
+            toks.append(self.punct("]", True, False))
+            return toks
+        if isinstance(x, str):
+            return [self.term(_rx_lit(json.dumps(x, ensure_ascii=False)), "S")]
+        if x is True or x is False or x is None:
+            return [self.term(json.dumps(x), "L")]
+        if isinstance(x, float) and x.is_integer() and abs(x) < 1e16:
+            x = int(x)
+        return [self.term(_rx_lit(json.dumps(x)), "N")]
+
+    def kind_parts(self, flat: dict, ptr: str) -> _Parts:
+        kinds = set(_KINDS)
+        if "type" in flat:
+            kinds = _type_set(flat["type"])
+            if "number" in kinds:
+                kinds.add("integer")
+        pp = flat["_ptr"]
+        for kw, ks in _UNSUPPORTED.items():
+            if kw in flat and (ks is None or ks & kinds):
+                self.unsupported(pp.get(kw, ptr), kw, "not expressible exactly as a grammar")
+        if flat.get("uniqueItems") is True and "array" in kinds:
+            self.unsupported(pp.get("uniqueItems", ptr), "uniqueItems", "uniqueItems: true is not a context-free "
+                             "constraint")
+        p = _Parts()
+        for k in ("string", "number", "obj", "arr"):
+            p.where[k] = ptr
+        if "null" in kinds:
+            p.lits.add("null")
+        if "boolean" in kinds:
+            p.lits |= {"true", "false"}
+        if "string" in kinds:
+            p.string = self.string_content(flat, ptr)
+        if "number" in kinds or "integer" in kinds:
+            p.number = self.number_regex(flat, ptr, integer="number" not in kinds)
+        if "object" in kinds:
+            self.object_part(flat, ptr, p)
+        if "array" in kinds:
+            self.array_part(flat, ptr, p)
+        return p
+
+    def string_content(self, flat: dict, ptr: str) -> str | None:
+        pp = flat["_ptr"]
+        lo = flat.get("minLength", 0)
+        hi = flat.get("maxLength")
+        fmt = flat.get("format")
+        pat = flat.get("pattern")
+        has_len = lo > 0 or hi is not None
+        if hi is not None and lo > hi:
+            return None
+        if fmt is not None and fmt not in FORMATS:
+            if fmt in _INT_FORMATS:
+                fmt = None
+            else:
+                self.unsupported(pp.get("format", ptr), "format", f"unknown string format {fmt!r}")
+                fmt = None
+        n_constraints = sum([has_len, fmt is not None, pat is not None])
+        if n_constraints > 1:
+            kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
+            self.unsupported(pp.get(kw, ptr), kw, "a string under two of pattern / length / format needs an "
+                                                  "automaton intersection")
+            if has_len and (pat is not None or fmt is not None):
+                has_len = False
+            if fmt is not None and pat is not None:
+                fmt = None
+        if pat is not None:
+            try:
+                return pattern_regex(pat)
+            except _PatternUnsupported as e:
+                self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
+                return "*"
+        if fmt is not None:
+            return FORMATS[fmt]
+        if has_len:
+            if max(lo, hi or 0) > _MAX_LENGTH:
+                kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
+                self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_LENGTH} needs more automaton "
+                                                      "states than gad's per-terminal budget")
+                return "*"
+            if hi is None:
+                return f"(?:{_LEN_UNIT}){{{lo},}}"
+            return f"(?:{_LEN_UNIT}){{{lo},{hi}}}"
+        return "*"
+
+    def number_regex(self, flat: dict, ptr: str, integer: bool) -> str | None:
+        pp = flat["_ptr"]
+        lo: float | None = flat.get("minimum")
+        hi: float | None = flat.get("maximum")
+        lo_x = hi_x = False
+        if "exclusiveMinimum" in flat and not isinstance(flat["exclusiveMinimum"], bool):
+            if lo is None or flat["exclusiveMinimum"] >= lo:
+                lo, lo_x = flat["exclusiveMinimum"], True
+        if "exclusiveMaximum" in flat and not isinstance(flat["exclusiveMaximum"], bool):
+            if hi is None or flat["exclusiveMaximum"] <= hi:
+                hi, hi_x = flat["exclusiveMaximum"], True
+        fmt = flat.get("format")
+        if integer and fmt in _INT_FORMATS:
+            flo, fhi = _INT_FORMATS[fmt]
+            lo = flo if lo is None or lo < flo else lo
+            hi = fhi if hi is None or hi > fhi else hi
+        for v, kw in ((lo, "minimum"), (hi, "maximum")):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                raise InvalidSchemaError(f"{kw} must be a finite number, got {v!r}", pointer=pp.get(kw, ptr))
+        if integer:
+            ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
+            ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
+            return _int_range(ilo, ihi)
+        if lo is None and hi is None:
+            return JSON_NUMBER
+        for v, kw in ((lo, "minimum"), (hi, "maximum")):
+            if v is not None and not float(v).is_integer():
+                self.unsupported(pp.get(kw, ptr) if kw in pp else pp.get("exclusive" + kw[:1].upper() + kw[1:], ptr),
+                                 kw, f"a non-integer bound {v!r} on a number")
+                return JSON_NUMBER
+        return _number_range(lo, lo_x, hi, hi_x)
+
+    # --------------------------------------------------------------------- objects / arrays
+    def object_part(self, flat: dict, ptr: str, p: _Parts) -> None:
+        props = flat.get("properties", {})
+        req = list(flat.get("required", []))
+        if "additionalProperties" in flat:
+            addl = flat["additionalProperties"]
+        else:
+            addl = not self.strict
+        pp = flat["_ptr"]
+        if not props and not req and addl is True:
+            p.obj, p.obj_any, p.obj_key = self.any_object(), True, "any"
+            return
+        key = json.dumps([props, req, addl, pp.get("properties", ptr)], sort_keys=True, default=str)
+        if key in self.obj_memo:
+            p.obj, p.obj_key = self.obj_memo[key], key
+            return
+        name = self.fresh("o")
+        self.obj_memo[key] = name
+        p.obj, p.obj_key = name, key
+        self.info[name] = {"obj": None}
+        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr))
+
+    def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str) -> None:
+        entries: list[tuple[str, str | None, bool]] = []
+        for k, s in props.items():
+            r = self.value_rule(s, _ptr_join(pptr, "properties", k))
+            entries.append((k, r, k in req))
+        for k in req:
+            if k not in props:
+                r = self.value_rule(addl, _ptr_join(ptr, "additionalProperties")) if addl is not False else None
+                entries.append((k, r, True))
+        add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
+        if any(r is None and q for _k, r, q in entries):
+            self.rules[name] = [name]  # a required property admits no value: no object is valid
+            return
+        live = [(k, r, q) for k, r, q in entries if r is not None]
+        banned = [k for k, r, _q in entries if r is None]  # properties whose schema admits nothing
+        comma = self.punct(",", True, True)
+        colon = self.punct(":", True, True)
+        n = len(live)
+        # With additional properties allowed, the keys after the last required one come in any
+        # order, repeats included (the last occurrence is the value, as in Python's json); every
+        # listed key is then in each key context, so Lark's keyword rule lexes a listed name as its
+        # own terminal and the additional-key terminal never stands for a listed property.
+        last_req = max((i for i, (_k, _r, q) in enumerate(live) if q), default=-1)
+        stop = n if add_rule is None else last_req + 1
+        free: dict[int, str] = {}
+        if add_rule is not None:
+            okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+            item = f"{name}_it"
+            self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + [f"{okey} {colon} {add_rule}"]
+            free = {0: f"{name}_a0", 1: f"{name}_a1"}
+            self.rules[free[0]] = ["", f"{item} {free[1]}"]
+            self.rules[free[1]] = ["", f"{comma} {item} {free[1]}"]
+        for i in range(stop, -1, -1):
+            for f in (0, 1):
+                m = f"{name}_{i}_{f}"
+                if i == stop:
+                    self.rules[m] = [free[f]] if free else [""]
+                    continue
+                k, r, q = live[i]
+                sep = f"{comma} " if f else ""
+                alts = [f"{sep}{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
+                if not q:
+                    alts.append(f"{name}_{i + 1}_{f}")
+                self.rules[m] = alts
+        lb, rb = self.punct("{", False, True), self.punct("}", True, False)
+        if last_req >= 0:
+            alts = [f"{lb} {name}_0_0 {rb}"]
+        else:  # no member is required: "{}" is its own terminal, the braces enclose >= 1 member
+            # (else "{" + n blanks, then n blanks + "}" would make a run of 2n)
+            alts = [self.term("\\{" + self.ws + "\\}", "P")]
+            if free:
+                alts.append(f"{lb} {name}_it {free[1]} {rb}")
+            else:
+                for i in range(n - 1, -1, -1):
+                    k, r, _q = live[i]
+                    ne = [f"{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
+                    if i + 1 < n:
+                        ne.append(f"{name}_ne{i + 1}")
+                    self.rules[f"{name}_ne{i}"] = ne
+                if n:
+                    alts.append(f"{lb} {name}_ne0 {rb}")
+        self.rules[name] = alts
+        self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
+                                   "add": add_rule}}
+
+    def key_lit(self, k: str) -> str:
+        """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
+        applies to literals only)."""
+        text = json.dumps(k, ensure_ascii=False)
+        name = self.keylits.get(text)
+        if name is None:
+            name = self.fresh("K")
+            self.keylits[text] = name
+            lark_text = text.replace("\\", "\\\\").replace('"', '\\"')
+            self.lit_defs.append((name, lark_text))
+        return name
+
+    def any_object(self) -> str:
+        if "any_obj" not in self.rules:
+            self.rules["any_obj"] = []
+            v = self.any_value()
+            self.info["any_obj"] = {"obj": None}
+            okey = self.term(JSON_STRING, "S")
+            comma = self.punct(",", True, True)
+            colon = self.punct(":", True, True)
+            self.rules["any_obj_m"] = [f"{okey} {colon} {v}", f"any_obj_m {comma} {okey} {colon} {v}"]
+            self.rules["any_obj"] = [f"{self.punct('{', False, True)} any_obj_m {self.punct('}', True, False)}",
+                                     self.term("\\{" + self.ws + "\\}", "P")]
+        return "any_obj"
+
+    def any_array(self) -> str:
+        if "any_arr" not in self.rules:
+            self.rules["any_arr"] = []
+            v = self.any_value()
+            comma = self.punct(",", True, True)
+            self.info["any_arr"] = {"arr": None}
+            self.rules["any_arr_m"] = [v, f"any_arr_m {comma} {v}"]
+            self.rules["any_arr"] = [f"{self.punct('[', False, True)} any_arr_m {self.punct(']', True, False)}",
+                                     self.term("\\[" + self.ws + "\\]", "P")]
+        return "any_arr"
+
+    def any_value(self) -> str:
+        if "any_value" not in self.rules:
+            self.rules["any_value"] = []
+            self.memo["any"] = "any_value"
+            p = _Parts(string="*", number=JSON_NUMBER, lits={"true", "false", "null"})
+            p.obj = self.any_object()
+            p.arr = self.any_array()
+            self.emit_value("any_value", p)
+        return "any_value"
+
+    def array_part(self, flat: dict, ptr: str, p: _Parts) -> None:
+        pp = flat["_ptr"]
+        prefix: list[Any] = []
+        rest: Any = True
+        if "prefixItems" in flat:
+            prefix = list(flat["prefixItems"])
+            rest = flat.get("items", True)
+            pre_ptr = pp.get("prefixItems", ptr)
+            pre_kw = "prefixItems"
+            rest_kw = "items"
+        elif isinstance(flat.get("items"), list):
+            prefix = list(flat["items"])
+            rest = flat.get("additionalItems", True)
+            pre_ptr = pp.get("items", ptr)
+            pre_kw = "items"
+            rest_kw = "additionalItems"
+        else:
+            rest = flat.get("items", True)
+            pre_ptr, pre_kw, rest_kw = ptr, "items", "items"
+        lo = flat.get("minItems", 0)
+        hi = flat.get("maxItems")
+        if not prefix and rest is True and lo == 0 and hi is None:
+            p.arr, p.arr_any, p.arr_key = self.any_array(), True, "any"
+            return
+        key = json.dumps([prefix, rest, lo, hi, pre_ptr], sort_keys=True, default=str)
+        if key in self.arr_memo:
+            p.arr, p.arr_key = self.arr_memo[key], key
+            return
+        name = self.fresh("a")
+        self.arr_memo[key] = name
+        p.arr, p.arr_key = name, key
+        self.info[name] = {"arr": None}
+        rptr = _ptr_join(pp.get(rest_kw, ptr), rest_kw)
+        self.work.append(("arr", name, prefix, rest, lo, hi, pre_ptr, pre_kw, rptr))
+
+    def build_array(self, name: str, prefix: list, rest: Any, lo: int, hi: int | None, pre_ptr: str,
+                    pre_kw: str, rptr: str) -> None:
+        items = [self.value_rule(s, _ptr_join(pre_ptr, pre_kw, i)) for i, s in enumerate(prefix)]
+        rest_rule = None if rest is False else self.value_rule(rest, rptr)
+        cap = len(items) if rest_rule is None else None
+        for i, r in enumerate(items):
+            if r is None:
+                cap = i if cap is None else min(cap, i)
+                break
+        if cap is not None:
+            hi = cap if hi is None else min(hi, cap)
+        if hi is not None and lo > hi:
+            self.rules[name] = [name]
+            return
+        if hi is not None and hi - max(lo, len(items)) > _MAX_ITEMS_CHAIN:
+            self.unsupported(rptr, "maxItems", f"maxItems {hi} needs one grammar rule per position "
+                                               f"(over {_MAX_ITEMS_CHAIN})")
+            hi = None
+        if lo > _MAX_ITEMS_CHAIN:
+            self.unsupported(rptr, "minItems", f"minItems {lo} needs one grammar rule per position")
+            lo = 0
+        comma = self.punct(",", True, True)
+
+        def item(i: int) -> str:
+            return items[i] if i < len(items) else rest_rule  # type: ignore[return-value]
+
+        tail_from = max(lo, len(items), 1)
+        # L_i: the rest of the array after i items (1 <= i)
+        top = hi if hi is not None else tail_from
+        for i in range(top, 0, -1):
+            li = f"{name}_{i}"
+            if hi is None and i == tail_from:
+                self.rules[li] = ["", f"{comma} {rest_rule} {li}"] if rest_rule else [""]
+                continue
+            alts = []
+            if i >= lo:
+                alts.append("")
+            if hi is None or i < hi:
+                alts.append(f"{comma} {item(i)} {name}_{i + 1}")
+            self.rules[li] = alts
+        alts = []
+        if hi is None or hi >= 1:
+            if item(0) is not None:
+                alts.append(f"{self.punct('[', False, True)} {item(0)} {name}_1 {self.punct(']', True, False)}")
+        if lo == 0:
+            alts.append(self.term("\\[" + self.ws + "\\]", "P"))
+        if not alts:
+            alts = [name]
+        self.rules[name] = alts
+        self.info[name] = {"arr": {"items": items, "rest": rest_rule}}
+
+    # ------------------------------------------------------------------------------ driver
+    def prune(self) -> None:
+        """Drop rules deriving no string (e.g. an object whose required property admits no value)
+        and every alternative using one, so that no token can lead into a dead end."""
+        productive: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, alts in self.rules.items():
+                if name in productive:
+                    continue
+                for a in alts:
+                    if all(sym in productive or sym[:1].isupper() for sym in a.split()):
+                        productive.add(name)
+                        changed = True
+                        break
+        for name in list(self.rules):
+            if name not in productive:
+                del self.rules[name]
+        for name, alts in self.rules.items():
+            self.rules[name] = [a for a in alts if all(sym in productive or sym[:1].isupper() for sym in a.split())]
+
+    def run(self) -> str:
+        root = self.value_rule(self.root, "")
+        while self.work:
+            job = self.work.pop()
+            if job[0] == "obj":
+                self.build_object(*job[1:])
+            else:
+                self.build_array(*job[1:])
+        # value rules created before their object / array body: refresh the dump info
+        for inf in self.info.values():
+            if "_obj_rule" in inf:
+                inf["obj"] = self.info.get(inf["_obj_rule"], {}).get("obj") if inf["_obj_rule"] else None
+                inf["arr"] = self.info.get(inf["_arr_rule"], {}).get("arr") if inf["_arr_rule"] else None
+        self.prune()
+        if root is not None and root not in self.rules:
+            root = None
+        lines = ["// generated by gad.grammar.json_schema from a JSON Schema (see that module's docstring)"]
+        if root is None:
+            raise EmptyLanguageError("the schema admits no JSON value", path="<json-schema>")
+        else:
+            self.root_rule = root
+            if self.ws:
+                lead = self.term(self.ws.replace("*", "+").replace("{0,", "{1,"), "W")
+                lines.append(f"start: {lead}? {root} {lead}?")
+            else:
+                lines.append(f"start: {root}")
+        for rname, alts in self.rules.items():
+            body = "\n    | ".join(a if a else "" for a in alts) if alts else rname
+            lines.append(f"{rname}: {body}")
+        for tname, rx in self.term_defs:
+            lines.append(f"{tname}: /{rx}/")
+        for tname, lit in self.lit_defs:
+            lines.append(f'{tname}: "{lit}"')
+        return "\n".join(lines) + "\n"
+
+
+def _cx(content: str) -> str:
+    return ANY_CONTENT if content == "*" else content
+
+
+def _unflatten(flat: dict) -> Any:
+    out = {k: v for k, v in flat.items() if not k.startswith("_")}
+    if flat["_unions"]:
+        out["allOf"] = [{kw: [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
+    return out
+
+
+def _type_set(t: Any) -> set[str]:
+    ts = [t] if isinstance(t, str) else list(t)
+    out: set[str] = set()
+    for x in ts:
+        out |= _TYPE_KINDS.get(x, set())
+    return out
+
+
+def _type_meet(a: set[str], b: set[str]) -> set[str]:
+    out = a & b
+    return out if out or not (a and b) else set()
+
+
+def _not_keys_regex(keys: list[str]) -> str:
+    """Regex for canonical JSON strings (quotes included) whose value is none of ``keys``.
+
+    Written as three tries walked in lockstep (deviate by a raw character / by an escape / stop
+    early), so that the automaton has about one state per trie node plus one shared tail.
+    """
+    trie: dict = {}
+    for k in keys:
+        node = trie
+        for c in k:
+            node = node.setdefault(c, {})
+        node["\0end"] = True
+    specials = any(c in _SPECIAL_SET for k in keys for c in k)
+    tail = f"{UNIT}*\""
+
+    def kids(node: dict) -> list[str]:
+        return [c for c in node if c != "\0end"]
+
+    def alt(xs: list[str], optional: bool = False) -> str:
+        if not xs:
+            return ""
+        body = xs[0] if len(xs) == 1 and not optional else "(?:" + "|".join(xs) + ")"
+        return body + ("?" if optional else "")
+
+    if specials:  # rare: one trie, each node with its own way out
+        def rx(node: dict) -> str:
+            alts = [] if "\0end" in node else ['"']
+            chars = kids(node)
+            alts += [_rx_lit(_spell(c)) + rx(node[c]) for c in chars]
+            others = _unit_set(_complement([(ord(c), ord(c)) for c in chars])) if chars else UNIT
+            if others:
+                alts.append(f"{others}{tail}")
+            return alt(alts)
+
+        return '"' + rx(trie)
+
+    def deviate(node: dict) -> str:  # a trie path, then a raw character leaving the trie
+        chars = kids(node)
+        raw = _complement(_norm([(ord(c), ord(c)) for c in chars] + _SPECIAL_RANGES))
+        alts = ["[^" + _ranges_text(_complement(raw)) + "]"]
+        alts += [_rx_lit(c) + deviate(node[c]) for c in chars]
+        return alt(alts)
+
+    def paths(node: dict) -> str:  # any trie path (possibly empty)
+        return alt([_rx_lit(c) + paths(node[c]) for c in kids(node)], optional=True)
+
+    def early(node: dict) -> str:  # a trie path that is not a key, then the closing quote
+        alts = [] if "\0end" in node else ['"']
+        alts += [_rx_lit(c) + early(node[c]) for c in kids(node) if _has_nonkey(node[c])]
+        return alt(alts)
+
+    esc = "\\\\(?:[btnfr\"\\\\]|u00(?:0[0-7bef]|1[0-9a-f]))"
+    return f'"(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}|{early(trie)})'
+
+
+def _has_nonkey(node: dict) -> bool:
+    return "\0end" not in node or any(_has_nonkey(v) for c, v in node.items() if c != "\0end")
+
+
+def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = False,
+            lenient: bool = False) -> SchemaGrammar:
+    """Convert a JSON Schema into Lark grammar text (see the module docstring for the semantics).
+
+    Args:
+        schema: a dict / bool, JSON text, or a path (``Path`` or a ``str`` ending in ``.json``).
+        whitespace: ``"compact"`` (none), ``"flexible"`` (RFC 8259 white space between tokens) or
+            an ``int`` n >= 0 (runs of at most n white-space characters).
+        strict: treat an absent ``additionalProperties`` as ``false``.
+        lenient: drop keywords gad cannot express, with a ``UserWarning`` listing them, instead of
+            raising.
+    Returns:
+        a :class:`SchemaGrammar` (``.lark_text``, ``.dropped``, ``.dumps(value)``).
+    Raises:
+        UnsupportedSchemaError: a keyword gad cannot express exactly (not with ``lenient``).
+        InvalidSchemaError: the schema cannot be read, or a ``$ref`` does not resolve.
+        gad.errors.InvalidArgumentError: a bad ``whitespace`` value.
+    """
+    if not (whitespace in ("compact", "flexible") or (isinstance(whitespace, int) and not isinstance(whitespace, bool)
+                                                      and whitespace >= 0)):
+        raise InvalidArgumentError(f"whitespace must be 'compact', 'flexible' or an int >= 0, got {whitespace!r}")
+    root = load_schema(schema)
+    gen = _Gen(root, whitespace, strict, lenient)
+    text = gen.run()
+    if gen.dropped:
+        warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
+                      + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=2)
+    return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
+                         _root=gen.root_rule or "", _ws=bool(gen.ws))
+

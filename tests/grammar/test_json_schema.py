@@ -1,0 +1,268 @@
+"""JSON Schema -> grammar (gad.grammar.json_schema): exact acceptance checked against the
+``jsonschema`` package on hand-picked and hypothesis-drawn schemas, with gad's own engine (a
+byte-level vocabulary, so every byte string is tested through the masks' lexer and parser)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import warnings
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gad
+from gad.engine.vocab import Vocabulary
+from gad.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
+from gad.grammar import Grammar
+from gad.grammar.json_schema import FORMATS, convert, format_checker
+
+BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
+
+
+class Checker:
+    """A schema's grammar compiled over single bytes: ``accepts(text)`` runs gad's matcher."""
+
+    def __init__(self, schema, **kw) -> None:
+        self.sg = convert(schema, **kw)
+        self.grammar = Grammar.from_string(self.sg.lark_text)
+        self.cg = gad.compile(self.grammar, BYTES, cache_dir=False)
+
+    def accepts(self, text: str) -> bool:
+        m = self.cg.matcher()
+        return m.accept_bytes(text.encode("utf-8")) and m.is_accepting()
+
+    def accepts_value(self, value, indent=None) -> bool:
+        return self.accepts(self.sg.dumps(value, indent=indent))
+
+
+def oracle(schema, value) -> bool:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=format_checker()).is_valid(value)
+
+
+def test_object_order_required_additional():
+    s = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["b"]}
+    c = Checker(s)
+    cases = {
+        '{"b":"x"}': True, '{"a":1,"b":"x"}': True, '{"b":"x","a":1}': True,  # a after the last required
+        '{"b":"x","a":"s"}': False, '{"b":"x","zz":[1,{}],"a":2}': True, '{"b":"x","zz":1,"a":"q"}': False,
+        '{"b":"x","\\u0061":"q"}': False,  # an escaped spelling of "a" is not an additional key
+        '{"a":1}': False, "{}": False, '{"b":1}': False, '{"b":"x","b":"y"}': True,
+    }
+    for text, want in cases.items():
+        assert c.accepts(text) is want, text
+        assert oracle(s, json.loads(text)) is want, text
+    strict = Checker(s, strict=True)
+    assert strict.accepts('{"a":1,"b":"x"}') and not strict.accepts('{"b":"x","zz":1}')
+
+
+def test_integer_ranges_exhaustive():
+    for lo, hi, xlo, xhi in [(-13, 27, False, False), (0, 100, True, True), (-1005, -7, False, True),
+                             (None, 12, False, False), (98, None, False, False)]:
+        s = {"type": "integer"}
+        if lo is not None:
+            s["exclusiveMinimum" if xlo else "minimum"] = lo
+        if hi is not None:
+            s["exclusiveMaximum" if xhi else "maximum"] = hi
+        c = Checker(s)
+        for v in range(-1100, 1100):
+            assert c.accepts(str(v)) is oracle(s, v), (s, v)
+        assert c.accepts("-0") is oracle(s, 0)
+        assert not c.accepts("01") and not c.accepts("1.0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(r"-?(0|[1-9][0-9]{0,2})(\.[0-9]{1,3})?", fullmatch=True))
+def test_number_range_against_python(text):
+    s = {"type": "number", "minimum": -90, "exclusiveMaximum": 180}
+    c = _cached(json.dumps(s))
+    assert c.accepts(text) is (-90 <= float(text) < 180), text
+
+
+_CACHE: dict = {}
+
+
+def _cached(key: str) -> Checker:
+    if key not in _CACHE:
+        _CACHE[key] = Checker(json.loads(key))
+    return _CACHE[key]
+
+
+def test_formats_against_definitions():
+    c = Checker({"type": "string", "format": "date"})
+    d = datetime.date(1999, 12, 25)
+    for _ in range(900):  # every day of 1999..2001 and around leap days
+        assert c.accepts(f'"{d.isoformat()}"')
+        d += datetime.timedelta(days=1)
+    for bad in ["2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-1-01"]:
+        assert not c.accepts(f'"{bad}"'), bad
+    assert c.accepts('"2000-02-29"') and c.accepts('"2024-02-29"')
+    ip = Checker({"type": "string", "format": "ipv4"})
+    assert ip.accepts('"255.0.10.1"') and not ip.accepts('"256.1.1.1"') and not ip.accepts('"01.1.1.1"')
+    v6 = Checker({"type": "string", "format": "ipv6"})
+    for good in ["::", "::1", "fe80::1:2", "2001:db8::ff00:42:8329", "1:2:3:4:5:6:7:8", "::ffff:1.2.3.4"]:
+        assert v6.accepts(f'"{good}"'), good
+    for bad in ["1:2:3:4:5:6:7:8:9", "1::2::3", ":1"]:
+        assert not v6.accepts(f'"{bad}"'), bad
+    dt = Checker({"type": "string", "format": "date-time"})
+    assert dt.accepts('"2024-02-29T23:59:60.5+05:30"') and not dt.accepts('"2024-02-29 23:59:00Z"')
+    for name, rx in FORMATS.items():  # the Python form of each format regex compiles
+        re.compile(rx.replace("\\/", "/")), name
+
+
+def test_pattern_is_a_search():
+    c = Checker({"type": "string", "pattern": "ab+c"})
+    for text, want in [("abc", True), ("xxabbbcyy", True), ("ac", False), ("", False)]:
+        assert c.accepts(json.dumps(text)) is want
+        assert (re.search("ab+c", text) is not None) is want
+    anchored = Checker({"type": "string", "pattern": "^[a-z]{2}$"})
+    assert anchored.accepts('"ab"') and not anchored.accepts('"abc"') and not anchored.accepts('"a"')
+
+
+def test_whitespace_modes():
+    s = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    v = {"a": [1, 2]}
+    compact = Checker(s)
+    assert compact.accepts('{"a":[1,2]}') and not compact.accepts('{"a": [1,2]}')
+    flex = Checker(s, whitespace="flexible")
+    assert flex.accepts(flex.sg.dumps(v, indent=2)) and flex.accepts(' {\n "a" : [ 1 ,2 ] }\n')
+    two = Checker(s, whitespace=2)
+    assert two.accepts('{  "a":[1,  2]}') and not two.accepts('{   "a":[1,2]}')
+    assert two.accepts("{  }") and not two.accepts("{   }")  # an empty object is one run too
+    with pytest.raises(gad.errors.InvalidArgumentError):
+        convert(s, whitespace="lots")
+
+
+def test_refs_recursive_and_unions():
+    s = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+        "required": ["v"], "additionalProperties": False}},
+        "anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}, {"enum": ["x", 3]}]}
+    c = Checker(s)
+    for v in [None, "x", 3, {"v": 1}, {"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]},
+              {"v": 1, "kids": [{"v": 2}, {"v": 3}, {"v": 4}]}, {"kids": []}, "y", 4, {"v": 1, "w": 2}]:
+        assert c.accepts_value(v) is oracle(s, v), v
+
+
+def test_one_of_disjoint_and_overlapping():
+    ok = Checker({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "^b"}, {"type": "integer"}]})
+    assert ok.accepts('"abc"') and ok.accepts('"b"') and ok.accepts("7") and not ok.accepts('"c"')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"oneOf": [{"type": "string", "pattern": "a"}, {"type": "string", "pattern": "b"}]})
+    assert e.value.keyword == "oneOf" and e.value.pointer == ""
+
+
+@pytest.mark.parametrize("schema,pointer,keyword", [
+    ({"type": "object", "patternProperties": {"^x": {}}}, "", "patternProperties"),
+    ({"properties": {"a": {"type": "integer", "multipleOf": 3}}}, "/properties/a", "multipleOf"),
+    ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a", "not"),
+    ({"items": {"type": "array", "uniqueItems": True}}, "/items", "uniqueItems"),
+    ({"$defs": {"s": {"type": "string", "pattern": "(?=a)b"}}, "$ref": "#/$defs/s"}, "/$defs/s", "pattern"),
+    ({"type": "string", "format": "no-such-format"}, "", "format"),
+    ({"type": "string", "maxLength": 100000}, "", "maxLength"),
+    ({"anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
+    ({"if": {"type": "string"}, "then": {"minLength": 2}}, "", "if"),
+    ({"type": "array", "contains": {"type": "integer"}}, "", "contains"),
+])
+def test_unsupported_keywords_name_pointer(schema, pointer, keyword):
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert (e.value.pointer, e.value.keyword) == (pointer, keyword)
+    assert isinstance(e.value, GrammarError) and f"#{pointer}" in str(e.value)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        sg = convert(schema, lenient=True)
+    assert any(d.keyword == keyword and d.pointer == pointer for d in sg.dropped)
+    assert any(keyword in str(x.message) for x in w)
+    Grammar.from_string(sg.lark_text)
+
+
+def test_unsupported_keyword_on_other_kind_is_ignored():
+    # multipleOf constrains numbers only: on a string schema it is a no-op and nothing is dropped
+    c = Checker({"type": "string", "multipleOf": 3, "minLength": 1})
+    assert c.accepts('"x"') and not c.accepts('""') and not c.sg.dropped
+
+
+def test_bad_input_is_typed(tmp_path):
+    with pytest.raises(InvalidSchemaError):
+        convert("{not json")
+    with pytest.raises(InvalidSchemaError):
+        convert(tmp_path / "missing.json")
+    with pytest.raises(InvalidSchemaError):
+        convert({"$ref": "#/$defs/nope"})
+    with pytest.raises(InvalidSchemaError):
+        convert({"type": 12})
+    p = tmp_path / "s.json"
+    p.write_text('{"type": "boolean"}')
+    assert Checker(p).accepts("true") and Grammar.from_json_schema(str(p)).parses("false")
+
+
+# ------------------------------------------------------------------------------ hypothesis
+_leaf = st.one_of(
+    st.just({"type": "integer"}),
+    st.builds(lambda a, b: {"type": "integer", "minimum": min(a, b), "maximum": max(a, b)},
+              st.integers(-30, 30), st.integers(-30, 30)),
+    st.builds(lambda a: {"type": "number", "exclusiveMinimum": a}, st.integers(-5, 5)),
+    st.just({"type": "string"}),
+    st.builds(lambda a, b: {"type": "string", "minLength": min(a, b), "maxLength": max(a, b)},
+              st.integers(0, 3), st.integers(0, 3)),
+    st.sampled_from([{"type": "string", "pattern": p} for p in ["^a", "b$", "a[bc]*d", "^(ab|c)+$", "x?y"]]),
+    st.lists(st.sampled_from(["a", "b", 1, 2.5, None, True]), min_size=1, max_size=3).map(lambda v: {"enum": v}),
+    st.sampled_from([{"type": "null"}, {"type": "boolean"}, {}, {"const": "k"}, {"type": ["string", "null"]}]),
+)
+_KEYS = ["a", "b", "ab"]
+
+
+def _extend(children):
+    obj = st.builds(
+        lambda props, req, addl: {"type": "object", "properties": props, "required": req,
+                                  **({} if addl is None else {"additionalProperties": addl})},
+        st.dictionaries(st.sampled_from(_KEYS), children, max_size=3),
+        st.lists(st.sampled_from(_KEYS), max_size=2, unique=True),
+        st.sampled_from([None, False, {"type": "integer"}]))
+    arr = st.builds(lambda it, lo, n: {"type": "array", "items": it, "minItems": lo, "maxItems": lo + n},
+                    children, st.integers(0, 2), st.integers(0, 2))
+    tup = st.builds(lambda pre, rest: {"type": "array", "prefixItems": pre, "items": rest},
+                    st.lists(children, min_size=1, max_size=2), st.sampled_from([False, {"type": "string"}]))
+    any_of = st.builds(lambda a, b: {"anyOf": [a, b]}, children, children)
+    return st.one_of(obj, arr, tup, any_of)
+
+
+_schemas = st.recursive(_leaf, _extend, max_leaves=6)
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-40, 40), st.sampled_from([2.5, -0.5, 7.0]),
+              st.sampled_from(["", "a", "ab", "abd", "k", "xy", "ba", "é\n\""])),
+    lambda ch: st.one_of(st.lists(ch, max_size=4), st.dictionaries(st.sampled_from(_KEYS + ["z"]), ch, max_size=4)),
+    max_leaves=8)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_schemas, st.lists(_json, min_size=6, max_size=6))
+def test_random_schemas_accept_iff_jsonschema_validates(schema, values):
+    try:
+        c = Checker(schema)
+    except UnsupportedSchemaError as e:
+        assert e.keyword in ("anyOf", "oneOf")  # only unions of two object / array schemas are refused
+        return
+    except gad.errors.EmptyLanguageError:
+        for v in values:
+            assert not oracle(schema, v)
+        return
+    for v in values:
+        want = oracle(schema, v)
+        assert c.accepts_value(v) is want, (schema, v, c.sg.dumps(v))
+        assert c.grammar.parses(c.sg.dumps(v)) is want or not want, (schema, v)
+
+
+def test_builtin_json_compact():
+    g = Grammar.builtin("json_compact")
+    cg = gad.compile(g, BYTES, cache_dir=False)
+    for text, want in [('{"a":[1,2.5e3,"x\\n",true,null,{}]}', True), ('{"a": 1}', False), ("[1 ]", False),
+                       ("[]", True), ("01", False)]:
+        m = cg.matcher()
+        assert (m.accept_bytes(text.encode()) and m.is_accepting()) is want, text
+        assert g.parses(text) is want, text

@@ -1,0 +1,88 @@
+"""Grammar.from_regex agrees with re.fullmatch (hypothesis), Grammar.from_pydantic round-trips."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+import pydantic
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gad
+from gad.engine.vocab import Vocabulary
+from gad.errors import GrammarSyntaxError, InvalidArgumentError, UnsupportedGrammarError
+from gad.grammar import Grammar
+
+BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
+_COMPILED: dict = {}
+
+
+def accepts(pattern: str, text: str) -> bool:
+    if pattern not in _COMPILED:
+        _COMPILED[pattern] = gad.compile(Grammar.from_regex(pattern), BYTES, cache_dir=False)
+    m = _COMPILED[pattern].matcher()
+    return m.accept_bytes(text.encode()) and m.is_accepting()
+
+
+_atom = st.sampled_from(["a", "b", "[ab]", "[^a]", ".", "\\d", "(a|bb)", "(ab)?", "x*", "[a-c]+", "\\.", "/"])
+_regex = st.lists(st.tuples(_atom, st.sampled_from(["", "*", "+", "?", "{1,2}", "{0,3}"])), min_size=1, max_size=4).map(
+    lambda xs: "".join(a + (q if not a.endswith(("*", "+", "?")) else "") for a, q in xs))
+
+
+@settings(max_examples=40, deadline=None)
+@given(_regex, st.lists(st.text(alphabet="ab1x./c\n", max_size=6), min_size=8, max_size=8))
+def test_regex_agrees_with_fullmatch(pattern, texts):
+    for t in texts + [""]:
+        assert accepts(pattern, t) is (re.fullmatch(pattern, t) is not None), (pattern, t)
+
+
+def test_regex_errors_are_typed():
+    with pytest.raises(GrammarSyntaxError):
+        Grammar.from_regex("a(")
+    with pytest.raises(UnsupportedGrammarError):
+        Grammar.from_regex("(?=a)a")
+    with pytest.raises(UnsupportedGrammarError):
+        Grammar.from_regex(r"(a)\1")
+    with pytest.raises(InvalidArgumentError):
+        Grammar.from_regex(12)  # type: ignore[arg-type]
+    assert accepts("^ab$", "ab") and not accepts("^ab$", "ab\n")
+
+
+class Address(pydantic.BaseModel):
+    street: str
+    zip: str = pydantic.Field(pattern=r"^[0-9]{5}$")
+
+
+class Person(pydantic.BaseModel):
+    name: str = pydantic.Field(min_length=1, max_length=20)
+    age: int = pydantic.Field(ge=0, le=130)
+    kind: Literal["a", "b"] = "a"
+    email: str | None = None
+    tags: list[str] = pydantic.Field(default_factory=list, max_length=3)
+    home: Address | None = None
+
+
+def test_pydantic_round_trip():
+    g = Grammar.from_pydantic(Person)
+    cg = gad.compile(g, BYTES, cache_dir=False)
+    sg = g.schema_grammar
+    people = [Person(name="Ann", age=30), Person(name="Bo", age=0, kind="b", email="x", tags=["t"],
+                                                 home=Address(street="Main", zip="12345"))]
+    for p in people:
+        text = sg.dumps(p.model_dump(mode="json"))
+        m = cg.matcher()
+        assert m.accept_bytes(text.encode()) and m.is_accepting(), text
+        assert Person.model_validate_json(text) == p
+    for bad in [{"name": "", "age": 3}, {"name": "A", "age": 131}, {"name": "A", "age": 1, "kind": "c"},
+                {"name": "A", "age": 1, "home": {"street": "s", "zip": "1234"}}, {"age": 1}]:
+        text = sg.dumps(bad)
+        m = cg.matcher()
+        assert not (m.accept_bytes(text.encode()) and m.is_accepting()), text
+        with pytest.raises(pydantic.ValidationError):
+            Person.model_validate_json(text)
+    with pytest.raises(InvalidArgumentError):
+        Grammar.from_pydantic(dict)
+    assert json.loads(sg.dumps({"name": "A", "age": 1})) == {"name": "A", "age": 1}
