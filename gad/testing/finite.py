@@ -20,7 +20,23 @@ def _digest(items: Sequence[object]) -> str:
     return hashlib.sha256(repr(list(items)).encode("utf-8")).hexdigest()
 
 
-class TokenLanguageMatcher:
+class _AcceptTokens:
+    """``accept_tokens`` on top of a matcher's ``accept_token`` (shared by both stand-ins)."""
+
+    def accept_token(self, t: int) -> bool:
+        raise NotImplementedError
+
+    def accept_tokens(self, ids: Sequence[int]) -> int:
+        """Accept ids one by one; the number accepted before the first refusal."""
+        n = 0
+        for t in ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+
+class TokenLanguageMatcher(_AcceptTokens):
     """Matcher over an explicit finite set of token sequences (EOS allowed iff the prefix is in L)."""
 
     def __init__(self, lang: frozenset[tuple[int, ...]], vocab_size: int, eos: int,
@@ -45,14 +61,6 @@ class TokenLanguageMatcher:
             return False
         self.tokens.append(int(t))
         return True
-
-    def accept_tokens(self, ids: Sequence[int]) -> int:
-        n = 0
-        for t in ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
 
     def rollback(self, k: int) -> None:
         if k:
@@ -85,7 +93,7 @@ class TokenLanguage:
         return TokenLanguageMatcher(self.lang, self.vocab.size, self.eos_ids[0])
 
 
-class TextLanguageMatcher:
+class TextLanguageMatcher(_AcceptTokens):
     """Exact matcher for a finite language: t is allowed iff decode(prefix·t) prefixes a sentence."""
 
     def __init__(self, vocab: Vocabulary, language: set[bytes]) -> None:
@@ -111,14 +119,6 @@ class TextLanguageMatcher:
             return False
         self.tokens.append(i)
         return True
-
-    def accept_tokens(self, ids: Sequence[int]) -> int:
-        n = 0
-        for t in ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
 
     def is_accepting(self) -> bool:
         return self._text(self.tokens) in self.language
