@@ -97,14 +97,12 @@ def test_parse_request_forms_and_errors() -> None:
     assert error_message(exc.value).startswith("gad: UndefinedSymbolError: <request grammar>:1:")
 
 
-def test_json_schema_needs_gad_support() -> None:
+def test_json_schema_request_compiles_the_schema() -> None:
+    """A JSON Schema request gets gad's schema grammar (compact JSON by default, keys in schema order)."""
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    if hasattr(Grammar, "from_json_schema"):
-        r = parse_request({"gad": {"json_schema": schema}})
-        assert r is not None and r.grammar.parses('{"a": 1}') and not r.grammar.parses('{"a": "x"}')
-    else:
-        with pytest.raises(InvalidArgumentError, match="no JSON Schema support"):
-            parse_request({"gad": {"json_schema": schema}})
+    r = parse_request({"gad": {"json_schema": schema}})
+    assert r is not None and r.grammar.parses('{"a":1}') and not r.grammar.parses('{"a":"x"}')
+    assert not r.grammar.parses('{"a": 1}')  # compact: no whitespace unless the request asks for it
 
 
 def test_sampling_params_refused_with_a_reason() -> None:
