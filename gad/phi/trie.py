@@ -126,6 +126,14 @@ class PhiTrie:
                 return -1
         return u
 
+    def prefix(self, node: int) -> list[int]:
+        """The token ids from the root to ``node`` (the inverse of :meth:`node_of`)."""
+        path: list[int] = []
+        while node > 0:
+            path.append(int(self.token[node]))
+            node = int(self.parent[node])
+        return path[::-1]
+
     def phi_of(self, prefix: Sequence[int]) -> float:
         """``Φ̂(prefix)``; 1.0 for a prefix never visited (the unexplored upper bound)."""
         u = self.node_of(prefix)

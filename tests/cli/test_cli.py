@@ -15,14 +15,6 @@ ROOT = Path(__file__).resolve().parents[2]
 JSON_GRAMMAR = str(BUILTIN_DIR / "json.lark")
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "error" in err and "Traceback" not in err
-    for n in needles:
-        assert n in err, err
-
-
 @pytest.mark.parametrize("argv,needle", [
     (["sample", "--prompt", "x"], "--grammar"),
     (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "-n", "0"], "-n"),
@@ -32,26 +24,26 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
     (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--accept", "sometimes"], "--accept"),
     (["frobnicate"], "frobnicate"),
 ])
-def test_bad_arguments_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_arguments_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str], one_line_error) -> None:
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
-    _one_line_error(capsys, needle)
+    one_line_error(needle)
 
 
-def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_line_error) -> None:
     assert main(["sample", "--grammar", str(tmp_path / "missing.lark"), "--prompt", "x"]) == 2
-    _one_line_error(capsys, "missing.lark")
+    one_line_error("missing.lark")
     assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--out", str(tmp_path / "no" / "o.jsonl")]) == 2
-    _one_line_error(capsys, "--out")
+    one_line_error("--out")
     assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--top-p", "2"]) == 2
-    _one_line_error(capsys, "--top-p")
+    one_line_error("--top-p")
     assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--model", str(tmp_path / "nomodel")]) == 2
-    _one_line_error(capsys, "nomodel")
+    one_line_error("nomodel")
     bad = tmp_path / "bad.lark"
     bad.write_text("start: (\n")
     assert main(["sample", "--grammar", str(bad), "--prompt", "x"]) == 2
-    _one_line_error(capsys, "bad.lark")
+    one_line_error("bad.lark")
 
 
 def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path) -> None:
@@ -107,10 +99,10 @@ def test_speculative_accepts_existing_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec,needle", [("ngram:x", "ngram:x"), ("ngram:0", "ngram:0"), ("self:", "self:"),
                                          ("forced+", "empty drafter"), ("magic", "magic"),
                                          ("forced+/no/such/model", "/no/such/model")])
-def test_bad_speculative_exit_2(spec: str, needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_speculative_exit_2(spec: str, needle: str, capsys: pytest.CaptureFixture[str], one_line_error) -> None:
     rc = main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--speculative", spec])
     assert rc == 2
-    _one_line_error(capsys, "--speculative", needle)
+    one_line_error("--speculative", needle)
 
 
 def test_asap_trie_file_is_created_then_grown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

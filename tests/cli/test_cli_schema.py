@@ -13,27 +13,19 @@ from gad.cli import main
 from gad.grammar.json_schema import format_checker
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str], *needles: str) -> None:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "error" in err and "Traceback" not in err
-    for n in needles:
-        assert n in err, err
-
-
-def test_schema_and_regex_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_schema_and_regex_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], one_line_error) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert main(["sample", "--schema", str(bad), "--prompt", "x"]) == 2
-    _one_line_error(capsys, "bad.json")
+    one_line_error("bad.json")
     unsup = tmp_path / "unsup.json"
     unsup.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}}))
     assert main(["sample", "--schema", str(unsup), "--prompt", "x"]) == 2
-    _one_line_error(capsys, "multipleOf", "#/properties/a")
+    one_line_error("multipleOf", "#/properties/a")
     assert main(["sample", "--regex", "a(", "--prompt", "x"]) == 2
-    _one_line_error(capsys, "regular expression")
+    one_line_error("regular expression")
     assert main(["sample", "--grammar", "json", "--strict", "--prompt", "x"]) == 2
-    _one_line_error(capsys, "--schema")
+    one_line_error("--schema")
     with pytest.raises(SystemExit) as exc:
         main(["sample", "--schema", str(unsup), "--whitespace", "lots", "--prompt", "x"])
     assert exc.value.code == 2

@@ -63,12 +63,7 @@ def test_trie_cache_equals_fresh_model_calls(setup) -> None:
     trie = prop.trie
     paths, cached = [], []
     for node, (ids, logp) in prop._dist.items():
-        path = []
-        u = node
-        while u > 0:
-            path.append(trie.token[u])
-            u = trie.parent[u]
-        paths.append(pid + path[::-1])
+        paths.append(pid + trie.prefix(node))
         cached.append((ids, logp))
     assert len(paths) >= 5
     assert prop.compute.model_positions > prop.compute.model_rows  # some nodes came from extensions

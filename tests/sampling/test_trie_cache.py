@@ -41,12 +41,8 @@ def test_cached_distributions_equal_fresh_model_calls(make) -> None:
     trie = prop.trie
     assert len(prop._dist) > 3
     for node, (ids, logp) in prop._dist.items():
-        path = []
-        u = node
-        while u > 0:
-            path.append(trie.token[u])
-            u = trie.parent[u]
-        path.reverse()
+        path = trie.prefix(node)
+        assert trie.node_of(path) == node
         fresh = lm.logprobs([path])[0]
         m = cg.matcher()
         assert m.accept_tokens(path) == len(path)
