@@ -26,6 +26,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,14 +41,17 @@ from gad.errors import GadError, InvalidArgumentError
 from gad.fileio import default_cache_root
 from gad.grammar.loader import Grammar
 
+_INTEREGULAR = _dist_version("interegular")
 CACHE_FORMAT = 5  # 5: data-only files (gad.engine.cachefile), no pickle
 
 
 def _code_version() -> str:
-    """Hash of the engine's source: a compile cache written by other code is never reused."""
-    h = hashlib.sha256(str(CACHE_FORMAT).encode())
-    for mod in ("lexer.py", "compiler.py", "cachefile.py"):
-        h.update((Path(__file__).parent / mod).read_bytes())
+    """Hash of the engine's source and of the parser / automaton libraries' versions: a compile cache
+    written by other code (another gad, or a venv with another Lark, as vLLM's) is never reused."""
+    h = hashlib.sha256(f"{CACHE_FORMAT}|lark {lark.__version__}|interegular {_INTEREGULAR}".encode())
+    here = Path(__file__).parent
+    for mod in (here / "lexer.py", here / "compiler.py", here / "cachefile.py", here.parent / "grammar" / "automata.py"):
+        h.update(mod.read_bytes())
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
 
@@ -138,15 +142,17 @@ class CompiledGrammar:
         if lexers is None:
             raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
         ignore = set(lark_obj.ignore_tokens)
-        ctx_of_lexer: dict[int, int] = {}
+        ctx_of_lexer: dict[tuple[str, ...], int] = {}
         self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool], int]] = []
         self.state_ctx: dict[int, int] = {}
         for state, bl in lexers.items():
-            cid = ctx_of_lexer.get(id(bl))
+            # parser states whose lexers hold the same terminals share one context (and its walks)
+            sig = tuple(t.name for t in bl.terminals)
+            cid = ctx_of_lexer.get(sig)
             if cid is None:
                 terms, unless, n_main = lark_context_terminals(bl)
                 cid = len(self._ctx_specs)
-                ctx_of_lexer[id(bl)] = cid
+                ctx_of_lexer[sig] = cid
                 self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
@@ -177,6 +183,17 @@ class CompiledGrammar:
         return [self._automaton(t) for t in seen.values()]
 
     def _build_vocab_matrix(self) -> None:
+        key = (self.vocab.fingerprint(), self.eos_ids)
+        hit = _VOCAB_TABLES.get(key)
+        if hit is None:
+            hit = _VOCAB_TABLES[key] = self._vocab_tables()
+            while len(_VOCAB_TABLES) > 4:
+                _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
+        (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
+         self._fin_at) = hit
+
+    def _vocab_tables(self) -> tuple:
+        """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
         toks = self.vocab.tokens
         eos = set(self.eos_ids)
         lens = np.array([0 if (t is None or i in eos) else len(t) for i, t in enumerate(toks)], dtype=np.int32)
@@ -185,17 +202,17 @@ class CompiledGrammar:
         for i, t in enumerate(toks):
             if lens[i]:
                 mat[i, : lens[i]] = np.frombuffer(cast(bytes, t), dtype=np.uint8)
-        self._bytes = mat
-        self._lens = lens
-        self._content = np.nonzero(lens > 0)[0].astype(np.int32)
+        content = np.nonzero(lens > 0)[0].astype(np.int32)
         # root walks: content tokens sorted by decreasing length, bytes stored position-major so
         # that the tokens still being read at byte ``pos`` are the contiguous prefix [:_n_at[pos]]
-        order = self._content[np.argsort(-lens[self._content], kind="stable")]
-        self._order = order
-        self._bytes_t = np.ascontiguousarray(mat[order].T)
+        order = content[np.argsort(-lens[content], kind="stable")]
+        bytes_t = np.ascontiguousarray(mat[order].T)
         slen = lens[order]
-        self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
-        self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+        n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
+        fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+        for a in (mat, lens, content, order, bytes_t):
+            a.setflags(write=False)
+        return mat, lens, content, order, bytes_t, n_at, fin_at
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -701,7 +718,8 @@ def default_cache_dir() -> Path:
 
 
 def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool = None,
-            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None) -> CompiledGrammar:
+            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None,
+            warm: bool | None = None) -> CompiledGrammar:
     """Compile ``grammar`` against ``tokenizer``'s vocabulary.
 
     Args:
@@ -712,6 +730,12 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
             Otherwise a grammar already compiled against the same vocabulary in this process is
             returned as the same object (its warm walks and masks are shared).
         vocab_size, eos_ids: passed to :meth:`Vocabulary.from_tokenizer` for HF tokenizers.
+        warm: build every lexer automaton and the token walks from their start states now
+            (:meth:`CompiledGrammar.warm`) and write the disk cache (build once: grammar files and
+            shipped grammars); ``False``: build them lazily, on the first mask that needs them, and
+            write no cache file (serve per request: a schema's first mask comes out in milliseconds).
+            Default: lazy for grammars made per request (``Grammar.from_json_schema``,
+            ``from_pydantic``, ``from_regex``), warm otherwise.  Masks are the same either way.
     Returns:
         a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
     Raises:
@@ -723,13 +747,18 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     hit = _MEMO.get(memo_key) if cache_dir is not False else None
     if hit is not None:
         return hit
-    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir)
+    if warm is None:
+        warm = not getattr(gobj, "per_request", False)
+    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, warm)
     if cache_dir is not False:
         _MEMO[memo_key] = cg
     while len(_MEMO) > 8:
         _MEMO.pop(next(iter(_MEMO)))
     return cg
 
+
+# the byte tables of the vocabularies compiled against in this process, by (fingerprint, EOS ids)
+_VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}
 
 # compiled grammars already built in this process (their warm walks and mask caches are reused)
 _MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
@@ -773,17 +802,20 @@ def _cache_external(lark_obj: Any) -> tuple[Any, Any]:
 
 
 def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
-                      cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
+                      cache_dir: str | os.PathLike | None | bool, warm: bool = True) -> CompiledGrammar:
     """Compile, reading / writing the disk cache (a data-only file: :mod:`gad.engine.cachefile`).
 
     A cache file is used only when its header names this very key, grammar sha256, start symbol,
     vocabulary fingerprint and engine version and its content decodes to a complete compiled grammar;
     anything else (foreign, corrupt, older format — including the pickle files of earlier gad versions) is rebuilt and
     replaced.  An unsafe cache folder (see :func:`gad.engine.cachefile.folder_is_unsafe`) is neither
-    read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.
+    read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.  ``warm=False``: no file is
+    read or written (nothing heavy is built up front).
     """
     path: Path | None = None
     ident: dict[str, Any] = {}
+    if not warm:
+        return CompiledGrammar(lark_obj, vocab, gobj, start)
     if cache_dir is not False:
         base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
         folder = base / "compiled"

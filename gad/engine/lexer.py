@@ -41,6 +41,10 @@ from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, Automa
 DEAD = 0
 START = 1
 
+# terminal automata already built in this process, by (name, regexp), oldest first
+AUTOMATA_CACHE_SIZE = 4096
+_AUTOMATA: dict[tuple[str, str], TerminalAutomaton] = {}
+
 # UTF-8 lead byte -> (continuation bytes still needed, allowed range of the next byte)  (RFC 3629 §4)
 _LEAD: dict[int, tuple[int, int, int]] = {}
 for _b in range(0xC2, 0xE0):
@@ -67,15 +71,29 @@ class TerminalAutomaton:
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
+    _ascii: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
-        """Parse ``regexp`` with interegular.
+        """Parse ``regexp`` with interegular; one shared object per ``(name, regexp)`` in a process
+        (its step memo then serves every grammar that has the terminal).
 
         Raises:
             UnsupportedGrammarError: lookarounds, back-references or other constructs interegular
                 cannot turn into a finite automaton.
         """
+        key = (name, regexp)
+        hit = _AUTOMATA.get(key)
+        if hit is not None:
+            return hit
+        a = cls._build(name, regexp)
+        _AUTOMATA[key] = a
+        while len(_AUTOMATA) > AUTOMATA_CACHE_SIZE:
+            _AUTOMATA.pop(next(iter(_AUTOMATA)))
+        return a
+
+    @classmethod
+    def _build(cls, name: str, regexp: str) -> TerminalAutomaton:
         try:
             fsm = regex_fsm(regexp)
         except AutomatonTooLarge:
@@ -108,7 +126,16 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None}
+
+    def ascii_classes(self) -> np.ndarray:
+        """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
+        classes step alike from every state)."""
+        r = self._ascii
+        if r is None:
+            alpha = self.fsm.alphabet
+            r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
+        return r
 
     def step(self, state: int, ch: str | object) -> int:
         """Next live state after character ``ch`` (or ``anything_else``), -1 if dead."""
@@ -302,10 +329,13 @@ class LexerDFA:
         sig_to_rep: dict[tuple, int] = {}
         rep = [0] * 256
         terms = list(self._uni.values())
-        for b in range(256):
-            if b < 0x80:
-                sig: tuple = ("a",) + tuple(t.fsm.alphabet[chr(b)] for t in terms)
-            elif b in _LEAD:
+        if terms:  # ASCII: bytes whose columns of alphabet classes are equal, vectorised
+            cols = np.stack([t.ascii_classes() for t in terms], axis=1)  # (128, n_terms)
+            _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+            rep[:0x80] = first[inverse.reshape(-1)].tolist()
+        for b in range(0x80, 256):
+            sig: tuple
+            if b in _LEAD:
                 sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
             elif b <= 0xBF:
                 sig = ("c", b) if self.explicit_nonascii else ("c", b >= 0x90, b >= 0xA0)
@@ -313,6 +343,27 @@ class LexerDFA:
                 sig = ("x",)
             rep[b] = sig_to_rep.setdefault(sig, b)
         return rep
+
+    def _state_classes(self, key: tuple) -> tuple[list[int], list[int]]:
+        """(representative of each byte, the representatives) for state ``key``: bytes that every
+        automaton still alive in it (its live terminals and its guard's) treats alike step alike, so
+        only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
+        main, _, guard, pend = key
+        if pend:  # inside a UTF-8 character: only continuation bytes matter, ASCII bytes are dead
+            return self._rep, self._reps
+        mk = (tuple(j for j, st in enumerate(main) if st >= 0), frozenset(n for n, _ in guard))
+        r = self._class_memo.get(mk)
+        if r is None:
+            autos = [self.terms[j] for j in mk[0]] + [self._uni[n] for n in sorted(mk[1])]
+            rep = list(self._rep)
+            if autos:
+                cols = np.stack([a.ascii_classes() for a in autos], axis=1)  # (128, n_alive)
+                _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+                rep[:0x80] = first[inverse.reshape(-1)].tolist()
+            else:
+                rep[:0x80] = [0] * 0x80
+            r = self._class_memo[mk] = (rep, sorted(set(rep)))
+        return r
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
@@ -322,6 +373,7 @@ class LexerDFA:
         self._fork_list: list[int] = [-1, -1]
         self._rep = self._byte_classes()
         self._reps = sorted(set(self._rep))
+        self._class_memo: dict[tuple, tuple[list[int], list[int]]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -354,9 +406,9 @@ class LexerDFA:
     def _explore(self, first: int) -> None:
         """Build the rows of every state from ``first`` on (new ones are appended as found)."""
         i = max(first, START)
-        rep, reps = self._rep, self._reps
         while i < len(self._keys):
             key = self._keys[i]
+            rep, reps = self._state_classes(key)
             out: dict[int, int] = {}
             for b in reps:
                 nk = self._step(key, b)
