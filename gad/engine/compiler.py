@@ -190,7 +190,7 @@ class CompiledGrammar:
             while len(_VOCAB_TABLES) > 4:
                 _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
         (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
-         self._fin_at) = hit
+         self._fin_at, self._first) = hit
 
     def _vocab_tables(self) -> tuple:
         """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
@@ -210,9 +210,10 @@ class CompiledGrammar:
         slen = lens[order]
         n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
         fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
-        for a in (mat, lens, content, order, bytes_t):
+        first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
+        for a in (mat, lens, content, order, bytes_t, first):
             a.setflags(write=False)
-        return mat, lens, content, order, bytes_t, n_at, fin_at
+        return mat, lens, content, order, bytes_t, n_at, fin_at, first
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -410,9 +411,19 @@ class CompiledGrammar:
         return node
 
     def _root_walk(self, cid: int, d: int) -> WalkNode:
-        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix."""
-        self.stats["walks"] += 1
+        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix.
+
+        Tokens whose first byte is dead from ``d`` take no part (no end state, no fork); when they
+        are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
         dfa = self.ctx(cid)
+        first_ok = dfa.table[d] != DEAD  # (256,)
+        cand = self._content[first_ok[self._first]]
+        if cand.size * 4 < self._content.size:
+            node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
+            srt = np.argsort(node.end_tok, kind="stable")
+            node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
+            return node
+        self.stats["walks"] += 1
         flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
         n = self._order.size
@@ -874,7 +885,7 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_roots", "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats"})
 

@@ -72,6 +72,7 @@ class TerminalAutomaton:
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
     _ascii: np.ndarray | None = field(default=None, repr=False)
+    _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -126,7 +127,7 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None, "_prefixes": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -154,6 +155,15 @@ class TerminalAutomaton:
         if r is None:
             r = any(t in self.live for t in self.fsm.map.get(cast(Any, state), {}).values())
             self._ext[state] = r
+        return r
+
+    def nonascii_prefixes(self) -> frozenset[bytes]:
+        """The proper prefixes (1 to n-1 bytes) of the UTF-8 encodings of the non-ASCII characters
+        the automaton names explicitly."""
+        r = self._prefixes
+        if r is None:
+            r = self._prefixes = frozenset(c.encode("utf-8")[:k] for c in self.nonascii
+                                           for k in range(1, len(c.encode("utf-8"))))
         return r
 
     def nonascii_live(self, state: int) -> bool:
@@ -254,10 +264,10 @@ class LexerDFA:
                                        for t, st in zip(self.terms[:self.n_main], main)):
                 return None
             n, lo, hi = lead
-            if self.explicit_nonascii:
+            if self.explicit_nonascii and self._explicit_prefix(key, bytes([b])):
                 return (main, best, guard, (bytes([b]),))
             return (main, best, guard, (n, lo, hi))
-        if self.explicit_nonascii:
+        if isinstance(pend[0], bytes):  # the bytes so far of a character some automaton names
             buf = pend[0] + bytes([b])
             n, lo, hi = _LEAD[buf[0]]
             pos = len(buf) - 1  # index of this continuation byte
@@ -265,15 +275,28 @@ class LexerDFA:
                 return None
             if len(buf) == n + 1:
                 return self._step_char(key, buf.decode("utf-8"))
-            if self._pending_live(main, buf):
+            if not self._pending_live(main, buf):
+                return None
+            if self._explicit_prefix(key, buf):
                 return (main, best, guard, (buf,))
-            return None
+            return (main, best, guard, (n - pos, 0x80, 0xBF))  # now only "any other character"
         n, lo, hi = pend
         if not lo <= b <= hi:
             return None
         if n == 1:
             return self._step_char(key, anything_else)
         return (main, best, guard, (n - 1, 0x80, 0xBF))
+
+    def _explicit_prefix(self, key: tuple, buf: bytes) -> bool:
+        """Does an automaton alive in state ``key`` (a live terminal or a guard's) name a non-ASCII
+        character whose UTF-8 encoding starts with ``buf``?  If none does, the character being read
+        can only be "any other character" for all of them, and its bytes need not be remembered
+        (a 4-byte character would otherwise leave one state per prefix: 20,000 per lexer state)."""
+        main, _, guard, _ = key
+        for t, st in zip(self.terms, main):
+            if st >= 0 and buf in t.nonascii_prefixes():
+                return True
+        return any(buf in self._uni[name].nonascii_prefixes() for name, _ in guard)
 
     def _pending_live(self, main: tuple[int, ...], buf: bytes) -> bool:
         for t, st in zip(self.terms[:self.n_main], main):

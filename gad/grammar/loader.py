@@ -50,6 +50,7 @@ from gad.errors import (
 )
 from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
+from gad.grammar.lalr_sets import lark_uses_fast_sets
 
 __all__ = ["Grammar"]
 
@@ -94,8 +95,9 @@ def _build_lark(text: str, start: str, path: str = "<string>") -> Lark:
         lark_logger.handlers, lark_logger.propagate = [counter], False  # counted, never printed
         lark_logger.setLevel(logging.DEBUG)
         try:
-            parser = lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False,
-                               source_path=_source_path(path))
+            with lark_uses_fast_sets():
+                parser = lark.Lark(text, parser="lalr", lexer="contextual", start=start,
+                                   maybe_placeholders=False, source_path=_source_path(path))
         finally:
             lark_lexer.has_interegular = saved
             lark_logger.setLevel(saved_level)
@@ -451,7 +453,9 @@ class Grammar:
             UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
         """
         lexer = parser.parser.lexer
-        for bl in [*getattr(lexer, "lexers", {}).values(), getattr(lexer, "root_lexer", lexer)]:
+        # the root lexer's scanner holds every terminal's pattern (each wrapped in its own named
+        # group, so a context's scanner, a subset of them, compiles whenever this one does)
+        for bl in [getattr(lexer, "root_lexer", lexer)]:
             try:
                 bl.scanner  # noqa: B018 - the property builds and caches the scanner
             except re.error as e:
