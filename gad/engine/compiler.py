@@ -22,6 +22,7 @@ Cache files hold data only (numpy arrays + a JSON header, :mod:`gad.engine.cache
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -107,7 +108,7 @@ class CompiledGrammar:
     """
 
     def __init__(self, lark_obj: Any, vocab: Vocabulary, grammar: Any = None, start: str = "start",
-                 mask_cache_size: int = 2048) -> None:
+                 mask_cache_size: int = 2048, share: bool = False) -> None:
         self.grammar = grammar if grammar is not None else lark_obj
         self.grammar_sha256 = _grammar_hash(grammar, lark_obj)
         self.vocab = vocab
@@ -134,6 +135,10 @@ class CompiledGrammar:
         self.mask_cache_size = mask_cache_size
         self._dense_min = max(64, vocab.size // 8)  # token sets larger than this use dense arrays
         self.stats = {"mask_hits": 0, "mask_misses": 0, "walks": 0}
+        # share=True: lexer automata and their token walks come from (and go to) a process-wide store
+        # keyed by the context's terminals, so that grammars made per request reuse what an earlier
+        # one built (a JSON string or number context is walked once per process, not per schema)
+        self._share = share
 
     # ---------------------------------------------------------------------------------- building
     def _build_contexts(self, lark_obj: Any) -> None:
@@ -163,9 +168,21 @@ class CompiledGrammar:
         dfa = self._dfas[cid]
         if dfa is None:
             terms, unless, ignore, n_main = self._ctx_specs[cid]
-            dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, self._universe())
+            universe = self._universe()
+            if getattr(self, "_share", False):
+                dfa = _shared_dfa(self._ctx_specs[cid], universe, lambda: LexerDFA(
+                    [self._automaton(t) for t in terms], ignore, unless, n_main, universe))
+            else:
+                dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, universe)
             self._dfas[cid] = dfa
         return dfa
+
+    def _child_key(self, fid: int, ncid: int) -> tuple[int, int]:
+        """Key of a walk's child: (fork, next context) — the next context's automaton's serial number
+        when automata are shared across grammars (context ids are per grammar)."""
+        if getattr(self, "_share", False):
+            return fid, self.ctx(ncid).serial
+        return fid, ncid
 
     def _automaton(self, t: Any) -> TerminalAutomaton:
         a = self._automata.get(t.name)
@@ -247,10 +264,11 @@ class CompiledGrammar:
             w, guard = dfa.forks[fid]
             nctx = [cid] if dfa.ignore[w] else self._contexts_after(dfa.names[w])
             for ncid in nctx:
-                child = node.children.get((fid, ncid))
+                ck = self._child_key(fid, ncid)
+                child = node.children.get(ck)
                 if child is None:
                     child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
-                    node.children[(fid, ncid)] = child
+                    node.children[ck] = child
                 self._warm_children(ncid, child, depth - 1)
 
     def _contexts_after(self, term: str) -> list[int]:
@@ -406,7 +424,14 @@ class CompiledGrammar:
         key = (cid, d)
         node = self._roots.get(key)
         if node is None:
-            node = self._root_walk(cid, d)
+            if getattr(self, "_share", False):
+                store = self.ctx(cid).shared_walks
+                skey = (self.vocab.fingerprint(), self.eos_ids, d)
+                node = store.get(skey)
+                if node is None:
+                    node = store[skey] = self._root_walk(cid, d)
+            else:
+                node = self._root_walk(cid, d)
             self._roots[key] = node
         return node
 
@@ -586,10 +611,11 @@ class CompiledGrammar:
             if nstack is None:
                 continue
             ncid = self.state_ctx[self._stk_state[nstack]]
-            child = node.children.get((fid, ncid))
+            ck = self._child_key(fid, ncid)
+            child = node.children.get(ck)
             if child is None:
                 child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
-                node.children[(fid, ncid)] = child
+                node.children[ck] = child
             self._fill(m, nstack, ncid, child)
 
     # ----------------------------------------------------------------------- scalar transitions
@@ -768,6 +794,43 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     return cg
 
 
+# lexer automata shared by the lazily compiled grammars of this process (CompiledGrammar(share=True)),
+# by context signature, least recently used first; each holds its token walks (``shared_walks``)
+SHARED_DFA_LIMIT = 256
+_SHARED_DFAS: OrderedDict[tuple, LexerDFA] = OrderedDict()
+_DFA_SERIAL = itertools.count(1)
+
+
+def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> LexerDFA:
+    """The process-wide automaton of a context with these terminals (built by ``build()`` on a miss).
+
+    The key holds each terminal's name and regexp, in Lark's order, the ignore flags, the keyword
+    ("unless") map and whether any terminal of the grammar names non-ASCII characters (which fixes
+    how partial UTF-8 characters are read).  Guards name terminals of other contexts, so a grammar
+    whose terminal of some name has another regexp than the one the shared automaton knows gets a
+    private automaton instead."""
+    terms, unless, ignore, n_main = spec
+    explicit = any(a.nonascii for a in universe)
+    key = (tuple((t.name, t.pattern.to_regexp()) for t in terms), tuple(ignore),
+           tuple(sorted((k, tuple(v)) for k, v in unless.items())), n_main, explicit)
+    dfa = _SHARED_DFAS.get(key)
+    if dfa is not None:
+        if any(dfa._uni.get(a.name, a).regexp != a.regexp for a in universe):
+            private = build()
+            private.serial = next(_DFA_SERIAL)
+            return private
+        for a in universe:
+            dfa._uni.setdefault(a.name, a)
+        _SHARED_DFAS.move_to_end(key)
+        return dfa
+    dfa = build()
+    dfa.serial = next(_DFA_SERIAL)
+    _SHARED_DFAS[key] = dfa
+    while len(_SHARED_DFAS) > SHARED_DFA_LIMIT:
+        _SHARED_DFAS.popitem(last=False)
+    return dfa
+
+
 # the byte tables of the vocabularies compiled against in this process, by (fingerprint, EOS ids)
 _VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}
 
@@ -826,7 +889,7 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
     path: Path | None = None
     ident: dict[str, Any] = {}
     if not warm:
-        return CompiledGrammar(lark_obj, vocab, gobj, start)
+        return CompiledGrammar(lark_obj, vocab, gobj, start, share=True)
     if cache_dir is not False:
         base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
         folder = base / "compiled"

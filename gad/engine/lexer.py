@@ -166,6 +166,10 @@ class TerminalAutomaton:
                                            for k in range(1, len(c.encode("utf-8"))))
         return r
 
+    def explicit_leads(self) -> frozenset[int]:
+        """First bytes of the UTF-8 encodings of the non-ASCII characters the automaton names."""
+        return frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
+
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
         if self.step(state, anything_else) >= 0:
@@ -205,6 +209,8 @@ class LexerDFA:
     """
 
     table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
+    serial: int  # process-wide number of a shared automaton (gad.engine.compiler), 0 otherwise
+    shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
 
@@ -226,6 +232,8 @@ class LexerDFA:
         self.forks: list[tuple[int, frozenset]] = []
         self._fork_index: dict[tuple[int, frozenset], int] = {}
         self.fork_ok_byte: list[np.ndarray] = []
+        self.serial = 0
+        self.shared_walks = {}
         self._build()
 
     # ----------------------------------------------------------------------------------- building
@@ -374,17 +382,29 @@ class LexerDFA:
         main, _, guard, pend = key
         if pend:  # inside a UTF-8 character: only continuation bytes matter, ASCII bytes are dead
             return self._rep, self._reps
-        mk = (tuple(j for j, st in enumerate(main) if st >= 0), frozenset(n for n, _ in guard))
+        alive = tuple(j for j, st in enumerate(main) if st >= 0)
+        # bytes >= 0x80: dead unless a live terminal can read a non-ASCII character here; then lead
+        # bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters an
+        # automaton names (kept apart); continuation and invalid bytes cannot start a character
+        hi_live = any(self.terms[j].nonascii_live(main[j]) for j in alive if j < self.n_main)
+        leads: frozenset[int] = frozenset()
+        if hi_live and self.explicit_nonascii:
+            leads = frozenset().union(*(self.terms[j].explicit_leads() for j in alive),
+                                      *(self._uni[n].explicit_leads() for n, _ in guard))
+        mk = (alive, frozenset(n for n, _ in guard), hi_live, leads)
         r = self._class_memo.get(mk)
         if r is None:
             autos = [self.terms[j] for j in mk[0]] + [self._uni[n] for n in sorted(mk[1])]
-            rep = list(self._rep)
+            rep = [0] * 256
             if autos:
                 cols = np.stack([a.ascii_classes() for a in autos], axis=1)  # (128, n_alive)
                 _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
                 rep[:0x80] = first[inverse.reshape(-1)].tolist()
-            else:
-                rep[:0x80] = [0] * 0x80
+            by_class: dict[object, int] = {}
+            for b in range(0x80, 256):
+                lead = _LEAD.get(b)
+                sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
+                rep[b] = by_class.setdefault(sig, b)
             r = self._class_memo[mk] = (rep, sorted(set(rep)))
         return r
 

@@ -64,6 +64,7 @@ per value position; key terminals are disjoint literals plus the complement of t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -704,6 +705,7 @@ class _Gen:
         self.old_ref = any(d in str(draft) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
+        self.term_names: set[str] = set()
         self.term_defs: list[tuple[str, str]] = []
         self.keylits: dict[str, str] = {}
         self.lit_defs: list[tuple[str, str]] = []
@@ -730,10 +732,20 @@ class _Gen:
         self.n += 1
         return f"{prefix}{self.n}"
 
+    def content_name(self, prefix: str, text: str) -> str:
+        """A terminal name made from the terminal's own text (``S_1F0A…``): the same terminal gets
+        the same name in every schema's grammar, so that the compiler can share its lexer
+        automata and token walks across schemas (gad.engine.compiler, ``share``)."""
+        name = f"{prefix.upper()}_{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12].upper()}"
+        if name in self.term_names:  # a 48-bit collision: fall back to a counter
+            name = self.fresh(prefix.upper())
+        self.term_names.add(name)
+        return name
+
     def term(self, regex: str, prefix: str = "T") -> str:
         name = self.terms.get(regex)
         if name is None:
-            name = self.fresh(prefix.upper())
+            name = self.content_name(prefix, regex)
             self.terms[regex] = name
             self.term_defs.append((name, regex))
         return name
@@ -1324,7 +1336,7 @@ class _Gen:
         text = json.dumps(k, ensure_ascii=False)
         name = self.keylits.get(text)
         if name is None:
-            name = self.fresh("K")
+            name = self.content_name("K", text)
             self.keylits[text] = name
             lark_text = text.replace("\\", "\\\\").replace('"', '\\"')
             self.lit_defs.append((name, lark_text))
