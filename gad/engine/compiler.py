@@ -441,6 +441,8 @@ class CompiledGrammar:
         Tokens whose first byte is dead from ``d`` take no part (no end state, no fork); when they
         are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
         dfa = self.ctx(cid)
+        if d != START and dfa.is_start[d]:
+            return self._guarded_root_walk(cid, d)
         first_ok = dfa.table[d] != DEAD  # (256,)
         cand = self._content[first_ok[self._first]]
         if cand.size * 4 < self._content.size:
@@ -485,6 +487,46 @@ class CompiledGrammar:
         tok = self._order[live]
         srt = np.argsort(tok, kind="stable")
         return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
+
+    def _guarded_root_walk(self, cid: int, d: int) -> WalkNode:
+        """The root walk from ``d``, the empty lexeme under a guard, derived from the walk from START.
+
+        A token whose first byte leads ``d`` where it leads START (the guard died on that byte, or
+        never mattered) walks the same states from there on: its ends and forks are START's.  Only
+        the tokens whose first byte differs (e.g. digits after a number that might go on) are walked.
+        Forks none of those tokens join keep START's token sets, so their child walks are shared."""
+        dfa = self.ctx(cid)
+        base = self.root(cid, START)
+        differs = dfa.table[d] != dfa.table[START]  # (256,) bool
+        keep_tok = np.ones(self.vocab_size, dtype=bool)
+        keep_tok[self._content] = ~differs[self._first]
+        keep = keep_tok[base.end_tok]
+        end_tok, end_state = base.end_tok[keep], base.end_state[keep]
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        same: set[int] = set()
+        for fid, (t, o) in base.groups.items():
+            sel = keep_tok[t]
+            if sel.all():
+                groups[fid] = (t, o)
+                same.add(fid)
+            elif sel.any():
+                groups[fid] = (t[sel], o[sel])
+        extra = self._content[differs[self._first]]
+        if extra.size:
+            part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
+            if part.end_tok.size:
+                end_tok = np.concatenate([end_tok, part.end_tok])
+                end_state = np.concatenate([end_state, part.end_state])
+                srt = np.argsort(end_tok, kind="stable")
+                end_tok, end_state = end_tok[srt].astype(np.int32), end_state[srt].astype(np.int32)
+            for fid, (t, o) in part.groups.items():
+                if fid in groups:
+                    same.discard(fid)
+                    groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
+                else:
+                    groups[fid] = (t, o)
+        children = {k: v for k, v in base.children.items() if k[0] in same}
+        return WalkNode(end_tok, end_state, groups, children)
 
     def _groups(self, dfa: LexerDFA, toks: np.ndarray, b_i: list[np.ndarray], b_p: list,
                 b_w: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
