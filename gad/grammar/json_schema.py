@@ -674,6 +674,19 @@ class SchemaGrammar:
         out.append(json.dumps(v, ensure_ascii=False))
 
 
+def _json_key(v: Any) -> Any:
+    """A hashable key equal for two values iff :func:`_json_eq` holds (1 and 1.0 alike, True apart)."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("num", v)  # Python: 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(v, dict):
+        return ("obj", frozenset((k, _json_key(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return ("arr", tuple(_json_key(x) for x in v))
+    return (type(v).__name__, v)
+
+
 def _json_eq(a: Any, b: Any) -> bool:
     """JSON Schema equality (1 == 1.0, but True != 1; objects unordered)."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -1053,11 +1066,10 @@ class _Gen:
             raise InvalidSchemaError(f"cannot resolve a $ref: {e}", pointer=ptr) from None
         except Exception as e:  # noqa: BLE001 - e.g. referencing.exceptions.Unresolvable
             raise InvalidSchemaError(f"cannot check enum values: {type(e).__name__}: {e}", pointer=ptr) from None
-        uniq: list[Any] = []
+        uniq: dict[Any, Any] = {}  # (top-level type, JSON value): first spelling, in order
         for x in keep:
-            if not any(_json_eq(x, y) and type(x) is type(y) for y in uniq):
-                uniq.append(x)
-        return self.literal_parts(uniq, ptr)
+            uniq.setdefault((type(x), _json_key(x)), x)
+        return self.literal_parts(list(uniq.values()), ptr)
 
     def literal_parts(self, values: list[Any], ptr: str) -> _Parts:
         p = _Parts()
