@@ -78,32 +78,27 @@ def calculate_sets(rules: Sequence[Any]) -> tuple[dict[Any, set], dict[Any, set]
                 if body[j] not in nullable:
                     break
 
-    # FIRST: push each terminal up the FIRST edges
-    stack = [(s, s) for s in symbols if s.is_term]
-    while stack:
-        y, t = stack.pop()
-        for x in first_into.get(y, ()):
-            fx = first[x]
-            if t not in fx:
-                fx.add(t)
-                stack.append((x, t))
-    # FOLLOW: seeds from FIRST, then pushed along the FOLLOW edges
-    fstack: list[tuple[Any, Any]] = []
-    for z, ys in first_to_follow.items():
-        for y in ys:
-            fy = follow[y]
-            for t in first[z]:
-                if t not in fy:
-                    fy.add(t)
-                    fstack.append((y, t))
-    while fstack:
-        x, t = fstack.pop()
-        for y in follow_into.get(x, ()):
-            fy = follow[y]
-            if t not in fy:
-                fy.add(t)
-                fstack.append((y, t))
+    # FIRST: each terminal pushed up the FIRST edges; FOLLOW: seeded from FIRST, pushed along its edges
+    _propagate(first, first_into, [(s, s) for s in symbols if s.is_term])
+    _propagate(follow, follow_into, [(y, t) for z, ys in first_to_follow.items() for y in ys for t in first[z]])
     return first, follow, nullable
+
+
+def _propagate(sets: dict[Any, set], edges: dict[Any, set], seeds: list[tuple[Any, Any]]) -> None:
+    """Close ``sets`` under ``sets[y] ⊇ sets[x]`` for ``y in edges[x]``, after adding each seed
+    ``(x, t)`` (``t`` into ``sets[x]``); every (symbol, terminal) pair is pushed at most once."""
+    stack = []
+    for x, t in seeds:
+        if t not in sets[x] or x is t:
+            sets[x].add(t)
+            stack.append((x, t))
+    while stack:
+        x, t = stack.pop()
+        for y in edges.get(x, ()):
+            sy = sets[y]
+            if t not in sy:
+                sy.add(t)
+                stack.append((y, t))
 
 
 @contextlib.contextmanager
