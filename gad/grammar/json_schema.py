@@ -645,7 +645,10 @@ class SchemaGrammar:
                             break
                 else:
                     order = [k for k in oi["order"] if k in v]
-                    keys = order + [k for k in v if k not in oi["child"]]
+                    # every other key follows as given: additional ones, and listed ones whose schema
+                    # admits no value (never dropped: the text must stay as invalid as the value)
+                    listed = set(order)
+                    keys = order + [k for k in v if k not in listed]
                     child = oi["child"]
                     add = oi["add"]
             out.append("{")

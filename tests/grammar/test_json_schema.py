@@ -60,6 +60,18 @@ def test_object_order_required_additional():
     assert strict.accepts('{"a":1,"b":"x"}') and not strict.accepts('{"b":"x","zz":1}')
 
 
+def test_property_admitting_no_value_stays_in_the_text():
+    """A listed property whose schema admits nothing (MaskBench Github_medium---o30959: an enum of
+    strings under type object) may not appear; ``dumps`` keeps it, so such a value is rejected."""
+    s = {"type": "object", "properties": {"a": {"enum": ["x", "y"], "type": "object"}, "b": {"type": "integer"}}}
+    c = Checker(s)
+    for value in ({"a": {"x": 1}, "b": 1}, {"b": 1, "a": "x"}, {"b": 2}, {"zz": 1, "b": 3}, {}):
+        text = c.sg.dumps(value)
+        assert json.loads(text) == value
+        assert c.accepts(text) is oracle(s, value), value
+    assert not c.accepts_value({"b": 1, "a": {}})
+
+
 def test_integer_ranges_exhaustive():
     for lo, hi, xlo, xhi in [(-13, 27, False, False), (0, 100, True, True), (-1005, -7, False, True),
                              (None, 12, False, False), (98, None, False, False)]:
