@@ -12,8 +12,14 @@ of each of the 20 databases, with their schemas).  Questions are taken round-rob
 ``CREATE TABLE`` statements, then the question.
 
 Per question, ``-k`` candidates are sampled under ``sql.lark`` (its whitespace is bounded, so no query
-spends its budget on blanks) with GCD and with gad's best aligned method (exact rejection sampling
-``rs`` on the ASAp trie when gad has it, else ASAp).  Each candidate is checked:
+spends its budget on blanks) with GCD and with gad's best aligned method, exact rejection sampling
+``rs`` on the ASAp trie (else ASAp, when this gad has no ``rs``).  ``rs`` draws ``Q*`` (the model
+conditioned on the grammar, within the token budget) exactly; it gives up on a question after
+``--max-proposals`` proposals, and that question's candidates are then ASAp's (marked ``asap`` in the
+table and in ``--out``; ASAp's samples approach ``Q*`` but are not exact draws).  ``--methods gcd,rs,smc``
+adds sequential Monte Carlo (``--particles`` particles with the GCD proposal, the ``-k`` candidates
+resampled from their final weights): consistent (exact as the particle count grows), not exact for a
+finite count; the summary prints its mean effective sample size.  Each candidate is checked:
 
 * **parses**: ``sqlglot.parse_one(sql, read="sqlite")`` succeeds;
 * **executes**: SQLite runs it on the question's database;
@@ -319,6 +325,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         {method: [{"sql", "finished", "parses", "executes", "correct", "logprob", "method"}]}}],
         "summary": {method: {"parse", "execute", "correct", "questions_solved", "mean_logprob", "unfinished",
         "seconds", "model_rows", (rs) "proposals", "acceptance", "fell_back", (smc) "mean_ess"}},
+        "runs": {method: [per question: {"model_rows", "method", "seconds", (rs) "proposals", "accepted",
+        (smc) "ess", "particles"}]},
         "gold_nonempty", "notes"}`` (shares in [0, 1], log-likelihoods in nats).
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
@@ -360,7 +368,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     for name in ("n_questions", "k", "max_new_tokens", "max_proposals", "particles"):
         if getattr(args, name) < 1:
-            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be a positive integer, "
+            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            raise InvalidArgumentError(f"{flag} must be a positive integer, "
                                        f"got {getattr(args, name)}")
     if args.threads < 0:
         raise InvalidArgumentError(f"--threads must be >= 0, got {args.threads}")
@@ -422,7 +431,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             summary[m]["mean_ess"] = sum(r.get("ess", 0.0) for r in runs[m]) / max(len(runs[m]), 1)
     gold_nonempty = sum(1 for q in out_q if q["gold_rows"])
     results = {"data": source, "aligned": aligned, "methods": methods, "questions": out_q,
-               "summary": summary, "gold_nonempty": gold_nonempty, "notes": notes}
+               "summary": summary, "runs": runs, "gold_nonempty": gold_nonempty, "notes": notes}
 
     if not args.quiet:
         for i, q in enumerate(out_q):
