@@ -2,8 +2,11 @@
 
     python examples/sql_generation.py [--n-questions 20] [-k 3] [--out sql.jsonl] [--data-dir DIR]
 
-Run time with the defaults: about 4-6 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; longer
-on a busy machine, and longer when the aligned method is rejection sampling with a low acceptance rate).
+Run time with the defaults (20 questions, GCD and rs): about 45 minutes on 2 CPU cores (bundled
+SmolLM2-135M-Instruct; 44 min measured on 2026-12-01 on the project's 2-core machine while other jobs
+shared it: GCD 4.5 min, rs 39.5 min, as rs needed 5-6 proposals per accepted query and gave up on 6
+questions after 30).  ``--methods gcd,smc`` takes about 12 minutes (smc 7.5 min); time scales with
+``--n-questions``.
 
 Questions come from ``DIR/spider/dev_queries.jsonl`` and ``DIR/spider/tables.json`` (``--data-dir``, else
 ``$GAD_DATA_DIR``), else from the Spider excerpt shipped with gad (``gad/eval/data/spider``: 3 questions
@@ -334,7 +337,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--start", type=int, default=0, help="index of the first question (round-robin order)")
     ap.add_argument("-k", type=int, default=3, help="candidates per question and method")
     ap.add_argument("--methods", default=None,
-                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs)")
+                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs; smc "
+                         "also runs here, see --particles)")
     ap.add_argument("--max-new-tokens", type=int, default=64, help="token budget per query")
     ap.add_argument("--max-proposals", type=int, default=30,
                     help="rs: proposals per question before it gives up and ASAp is used for that question "
