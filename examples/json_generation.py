@@ -131,7 +131,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
     """--help shows the module docstring as written, and every option's default."""
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison; prints the tables; returns the figures.
 
     Returns:
@@ -147,9 +147,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=None, help="JSONL file for every sample (method, text, logprob, valid)")
     ap.add_argument("--seed", type=int, default=0, help="random seed")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch CPU threads (0: torch's default); small-batch decoding of a 135M model gains "
-                         "little from more, and on a busy machine multi-threaded matrix products slow down "
-                         "many times over")
+                    help="torch CPU threads for this run (0: torch's default; restored when main returns): on the "
+                         "project's shared 2-core machine two threads made a decoding step 3-7x slower than "
+                         "one (benchmarks/bench_threads.py)")
     ap.add_argument("--model", default=None, help="local HF model directory (None: the bundled SmolLM2-135M-Instruct)")
     args = ap.parse_args(argv)
 
@@ -226,6 +226,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         atomic_write(args.out, [(json.dumps(r, ensure_ascii=False) + "\n").encode() for r in rows])
         print(f"samples: {args.out}")
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
+    threads = torch.get_num_threads()
+    try:
+        return _main(argv)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

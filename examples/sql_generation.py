@@ -320,7 +320,7 @@ def run_figures(samples: list[Any], method: str, max_proposals: int) -> dict[str
     return fig
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison; prints per-question blocks and the summary; returns the figures.
 
     Returns:
@@ -346,9 +346,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--particles", type=int, default=16,
                     help="smc: particles per question (the -k candidates are resampled from their weights)")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch CPU threads (0: torch's default); small-batch decoding of a 135M model gains "
-                         "little from more, and on a busy machine multi-threaded matrix products slow down "
-                         "many times over")
+                    help="torch CPU threads for this run (0: torch's default; restored when main returns): on the "
+                         "project's shared 2-core machine two threads made a decoding step 3-7x slower than "
+                         "one (benchmarks/bench_threads.py)")
     ap.add_argument("--data-dir", default=None, help="folder holding spider/ (default: $GAD_DATA_DIR, else the "
                                                      "excerpt shipped with gad)")
     ap.add_argument("--out", default=None, help="JSONL file with every candidate's full SQL and checks")
@@ -470,6 +470,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out:
         print(f"candidates: {args.out}")
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
+    threads = torch.get_num_threads()
+    try:
+        return _main(argv)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

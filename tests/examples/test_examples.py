@@ -157,6 +157,19 @@ def test_sql_example_rejects_bad_counts(sql_ex: ModuleType) -> None:
             sql_ex.main(argv)
 
 
+def test_examples_restore_torch_threads(sql_ex: ModuleType, tmp_path: Path) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:  # --threads 1 (the default) is set, then the data directory is refused: the count comes back
+        with pytest.raises(gad.errors.InvalidArgumentError, match="dev_queries"):
+            sql_ex.main(["--data-dir", str(tmp_path)])
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.model
 def test_json_example_records_validate(bundled, tmp_path: Path) -> None:  # noqa: ANN001
     ex = _load("json_generation")
