@@ -2,8 +2,8 @@
 
     python examples/aligned_vs_gcd.py [-n 100] [--plot aligned_vs_gcd.png] [--seed 0] [--model PATH]
 
-Run time with the defaults: about 1-2 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; longer
-on a busy machine).
+Run time with the defaults: about 1.5 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; 80 s
+measured on 2026-12-01 on the project's 2-core machine while other jobs shared it).
 
 The grammar is the GAD paper's example (Park et al., NeurIPS 2024, arXiv 2405.21047): ``00000`` or a
 ``1`` followed by four binary digits, 17 strings in all.  Because the language is finite, the
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 import gad
@@ -124,7 +125,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
     """--help shows the module docstring as written, and every option's default."""
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def _main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison; prints the table, writes the plot, returns the figures.
 
     Returns:
@@ -138,9 +139,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="comma-separated sampling methods (a method gad does not have is skipped with a note)")
     ap.add_argument("--plot", default="aligned_vs_gcd.png", help="PNG to write ('' for none)")
     ap.add_argument("--seed", type=int, default=0, help="random seed")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads for this run (0: torch's default; restored when main returns): on the "
+                         "project's shared 2-core machine two threads made a decoding step 3-7x slower than "
+                         "one (benchmarks/bench_threads.py)")
     ap.add_argument("--model", default=None, help="local HF model directory (None: the bundled SmolLM2-135M-Instruct)")
     args = ap.parse_args(argv)
 
+    if args.threads < 0:
+        raise gad.errors.InvalidArgumentError(f"--threads must be >= 0, got {args.threads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     lm = gad.load_model(args.model)
     compiled = gad.compile(gad.Grammar.from_string(GRAMMAR), lm.vocab)
     prompt_ids = lm.encode_prompt(PROMPT)
@@ -189,6 +198,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print("GCD samples the mask-renormalised law, not Q*; ASAp approaches Q* as its trie learns, and rs "
               "draws Q* exactly.")
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
+    threads = torch.get_num_threads()
+    try:
+        return _main(argv)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

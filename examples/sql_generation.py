@@ -2,8 +2,11 @@
 
     python examples/sql_generation.py [--n-questions 20] [-k 3] [--out sql.jsonl] [--data-dir DIR]
 
-Run time with the defaults: about 4-6 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; longer
-on a busy machine, and longer when the aligned method is rejection sampling with a low acceptance rate).
+Run time with the defaults (20 questions, GCD and rs): about 45 minutes on 2 CPU cores (bundled
+SmolLM2-135M-Instruct; 44 min measured on 2026-12-01 on the project's 2-core machine while other jobs
+shared it: GCD 4.5 min, rs 39.5 min, as rs needed 5-6 proposals per accepted query and gave up on 6
+questions after 30).  ``--methods gcd,smc`` takes about 12 minutes (smc 7.5 min); time scales with
+``--n-questions``.
 
 Questions come from ``DIR/spider/dev_queries.jsonl`` and ``DIR/spider/tables.json`` (``--data-dir``, else
 ``$GAD_DATA_DIR``), else from the Spider excerpt shipped with gad (``gad/eval/data/spider``: 3 questions
@@ -12,8 +15,14 @@ of each of the 20 databases, with their schemas).  Questions are taken round-rob
 ``CREATE TABLE`` statements, then the question.
 
 Per question, ``-k`` candidates are sampled under ``sql.lark`` (its whitespace is bounded, so no query
-spends its budget on blanks) with GCD and with gad's best aligned method (exact rejection sampling
-``rs`` on the ASAp trie when gad has it, else ASAp).  Each candidate is checked:
+spends its budget on blanks) with GCD and with gad's best aligned method, exact rejection sampling
+``rs`` on the ASAp trie (else ASAp, when this gad has no ``rs``).  ``rs`` draws ``Q*`` (the model
+conditioned on the grammar, within the token budget) exactly; it gives up on a question after
+``--max-proposals`` proposals, and that question's candidates are then ASAp's (marked ``asap`` in the
+table and in ``--out``; ASAp's samples approach ``Q*`` but are not exact draws).  ``--methods gcd,rs,smc``
+adds sequential Monte Carlo (``--particles`` particles with the GCD proposal, the ``-k`` candidates
+resampled from their final weights): consistent (exact as the particle count grows), not exact for a
+finite count; the summary prints its mean effective sample size.  Each candidate is checked:
 
 * **parses**: ``sqlglot.parse_one(sql, read="sqlite")`` succeeds;
 * **executes**: SQLite runs it on the question's database;
@@ -40,7 +49,6 @@ every candidate as one JSON line (rewritten after each question, so an interrupt
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
@@ -55,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlglot
+import torch
 from tqdm.auto import tqdm
 
 import gad
@@ -270,29 +279,57 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
 
 
 def _sample(lm: Any, compiled: Any, prompt: str, method: str, k: int, seed: int, max_new_tokens: int,
-            max_proposals: int, notes: list[str]) -> tuple[list[Any], str]:
-    """``k`` samples with ``method``; rs that hits its proposal limit falls back to ASAp (noted)."""
+            max_proposals: int, particles: int, notes: list[str]) -> tuple[list[Any], str, dict[str, Any]]:
+    """``k`` samples with ``method``, the method actually used, and its run figures.
+
+    ``smc``: ``particles`` weighted particles (GCD proposal), and ``k`` draws resampled from their final
+    weights.  ``rs`` that hits ``max_proposals`` falls back to ASAp for the question (noted).  The figures:
+    ``model_rows`` (next-token distributions the model computed, prompt pass excluded), and ``proposals`` /
+    ``accepted`` (rs) or ``ess`` (smc, effective sample size of the final weights).
+    """
     kw: dict[str, Any] = {}
-    if method == "rs" and "options" in inspect.signature(gad.sample).parameters:
+    if method == "rs":
         kw["options"] = {"max_proposals": max_proposals}
+    elif method == "smc":
+        kw["options"] = {"particles": particles, "draws": True}
     try:
-        return gad.sample(lm, compiled, prompt, n=k, method=method, seed=seed,
-                          max_new_tokens=max_new_tokens, **kw), method
+        samples = gad.sample(lm, compiled, prompt, n=k, method=method, seed=seed, max_new_tokens=max_new_tokens,
+                             **kw)
+        used = method
     except InvalidArgumentError as exc:
         if method != "rs":
             raise
         notes.append(f"rs gave up ({exc}); ASAp used for this question")
-        return gad.sample(lm, compiled, prompt, n=k, method="asap", seed=seed,
-                          max_new_tokens=max_new_tokens), "asap"
+        samples = gad.sample(lm, compiled, prompt, n=k, method="asap", seed=seed, max_new_tokens=max_new_tokens)
+        used = "asap"
+    return samples, used, run_figures(samples, used, max_proposals)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def run_figures(samples: list[Any], method: str, max_proposals: int) -> dict[str, Any]:
+    """Compute and method figures of one ``gad.sample`` call (see :func:`_sample`)."""
+    last = samples[-1].stats if samples else {}
+    total = last.get("compute")
+    rows = int(total["model_rows"]) if total else sum(int(s.stats.get("model_rows", 0)) for s in samples)
+    fig: dict[str, Any] = {"model_rows": rows}
+    if method == "rs":
+        fig.update(proposals=int(last.get("proposals_total", 0)), accepted=len(samples))
+    elif method == "asap" and samples:  # rs gave up: its proposals are lost, the ASAp run is counted
+        fig.update(rs_proposals_lost=max_proposals)
+    elif method == "smc" and samples:
+        fig.update(ess=float(last.get("ess", math.nan)), particles=int(last.get("particles", 0)))
+    return fig
+
+
+def _main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison; prints per-question blocks and the summary; returns the figures.
 
     Returns:
         ``{"data", "aligned", "questions": [{"question", "db_id", "gold", "gold_rows", "candidates":
         {method: [{"sql", "finished", "parses", "executes", "correct", "logprob", "method"}]}}],
-        "summary": {method: {"parse", "execute", "correct", "mean_logprob", "unfinished", "seconds"}},
+        "summary": {method: {"parse", "execute", "correct", "questions_solved", "mean_logprob", "unfinished",
+        "seconds", "model_rows", (rs) "proposals", "acceptance", "fell_back", (smc) "mean_ess"}},
+        "runs": {method: [per question: {"model_rows", "method", "seconds", (rs) "proposals", "accepted",
+        (smc) "ess", "particles"}]},
         "gold_nonempty", "notes"}`` (shares in [0, 1], log-likelihoods in nats).
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
@@ -300,11 +337,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--start", type=int, default=0, help="index of the first question (round-robin order)")
     ap.add_argument("-k", type=int, default=3, help="candidates per question and method")
     ap.add_argument("--methods", default=None,
-                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs)")
+                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs; smc "
+                         "also runs here, see --particles)")
     ap.add_argument("--max-new-tokens", type=int, default=64, help="token budget per query")
     ap.add_argument("--max-proposals", type=int, default=30,
                     help="rs: proposals per question before it gives up and ASAp is used for that question "
                          "(each proposal costs a whole query's decoding; acceptance on long queries is low)")
+    ap.add_argument("--particles", type=int, default=16,
+                    help="smc: particles per question (the -k candidates are resampled from their weights)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads for this run (0: torch's default; restored when main returns): on the "
+                         "project's shared 2-core machine two threads made a decoding step 3-7x slower than "
+                         "one (benchmarks/bench_threads.py)")
     ap.add_argument("--data-dir", default=None, help="folder holding spider/ (default: $GAD_DATA_DIR, else the "
                                                      "excerpt shipped with gad)")
     ap.add_argument("--out", default=None, help="JSONL file with every candidate's full SQL and checks")
@@ -326,12 +370,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"note: {notes[-1]}")
             methods.remove(m)
 
+    for name in ("n_questions", "k", "max_new_tokens", "max_proposals", "particles"):
+        if getattr(args, name) < 1:
+            flag = "-k" if name == "k" else "--" + name.replace("_", "-")
+            raise InvalidArgumentError(f"{flag} must be a positive integer, "
+                                       f"got {getattr(args, name)}")
+    if args.threads < 0:
+        raise InvalidArgumentError(f"--threads must be >= 0, got {args.threads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     questions, schemas, source = load_spider(args.data_dir)
     questions = questions[args.start: args.start + args.n_questions]
     lm = gad.load_model(args.model)
     compiled = gad.compile(gad.Grammar.builtin("sql"), lm.vocab)
 
     seconds = dict.fromkeys(methods, 0.0)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
     out_q: list[dict[str, Any]] = []
     for q in tqdm(questions, desc="questions", unit="question"):
         schema = schemas[q["db_id"]]
@@ -342,9 +396,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cands: dict[str, list[dict[str, Any]]] = {}
         for m in methods:
             t0 = time.perf_counter()
-            samples, used = _sample(lm, compiled, prompt, m, args.k, args.seed, args.max_new_tokens,
-                                    args.max_proposals, notes)
-            seconds[m] += time.perf_counter() - t0
+            samples, used, fig = _sample(lm, compiled, prompt, m, args.k, args.seed, args.max_new_tokens,
+                                         args.max_proposals, args.particles, notes)
+            dt = time.perf_counter() - t0
+            seconds[m] += dt
+            runs[m].append({**fig, "method": used, "seconds": dt})
             cands[m] = []
             for s in samples:
                 sql = s.text.strip()
@@ -369,10 +425,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       "correct": sum(c["correct"] for c in cs) / n,
                       "questions_solved": sum(any(c["correct"] for c in q["candidates"][m]) for q in out_q),
                       "mean_logprob": sum(fin) / len(fin) if fin else math.nan,
-                      "unfinished": sum(not c["finished"] for c in cs) / n, "seconds": seconds[m]}
+                      "unfinished": sum(not c["finished"] for c in cs) / n, "seconds": seconds[m],
+                      "model_rows": sum(r["model_rows"] for r in runs[m])}
+        if m == "rs":
+            props = sum(r.get("proposals", 0) for r in runs[m])
+            summary[m].update(proposals=props, acceptance=sum(r.get("accepted", 0) for r in runs[m]) / max(props, 1),
+                              fell_back=sum(r["method"] != "rs" for r in runs[m]))
+        if m == "smc":
+            summary[m]["mean_ess"] = sum(r.get("ess", 0.0) for r in runs[m]) / max(len(runs[m]), 1)
     gold_nonempty = sum(1 for q in out_q if q["gold_rows"])
     results = {"data": source, "aligned": aligned, "methods": methods, "questions": out_q,
-               "summary": summary, "gold_nonempty": gold_nonempty, "notes": notes}
+               "summary": summary, "runs": runs, "gold_nonempty": gold_nonempty, "notes": notes}
 
     if not args.quiet:
         for i, q in enumerate(out_q):
@@ -388,17 +451,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\ndata: {source}; {len(out_q)} questions x {args.k} candidates per method; "
           f"{gold_nonempty}/{len(out_q)} gold results non-empty on the synthetic rows")
     print(f"{'method':8} {'parse':>6} {'execute':>8} {'correct':>8} {'solved':>7} {'mean log P':>11} "
-          f"{'budget out':>11} {'seconds':>8}")
+          f"{'budget out':>11} {'model rows':>11} {'seconds':>8}")
     for m, s in summary.items():
         print(f"{m:8} {s['parse']:6.0%} {s['execute']:8.0%} {s['correct']:8.0%} "
               f"{int(s['questions_solved']):>3}/{len(out_q):<3} {s['mean_logprob']:11.2f} {s['unfinished']:11.0%} "
-              f"{s['seconds']:8.0f}")
-    print("(correct = execution accuracy over all candidates; solved = questions with a correct candidate)")
+              f"{int(s['model_rows']):11d} {s['seconds']:8.0f}")
+    print("(correct = execution accuracy over all candidates; solved = questions with a correct candidate; "
+          "model rows = next-token distributions the model computed, prompt passes excluded)")
+    if "rs" in summary:
+        r = summary["rs"]
+        print(f"rs: {int(r['proposals'])} proposals, acceptance rate {r['acceptance']:.3f}; "
+              f"{int(r['fell_back'])} question(s) fell back to ASAp (their rs proposals' model rows not counted)")
+    if "smc" in summary:
+        print(f"smc: {args.particles} particles per question, mean final ESS {summary['smc']['mean_ess']:.1f}; "
+              f"the {args.k} candidates are resampled from the weighted particles")
     for n_ in sorted(set(notes)):
         print(f"note: {n_}")
     if args.out:
         print(f"candidates: {args.out}")
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
+    threads = torch.get_num_threads()
+    try:
+        return _main(argv)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

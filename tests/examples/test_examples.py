@@ -130,6 +130,47 @@ def test_sql_example_candidates_parse(bundled, sql_ex: ModuleType, tmp_path: Pat
 
 
 @pytest.mark.model
+def test_sql_example_smc_and_compute(bundled, sql_ex: ModuleType) -> None:  # noqa: ANN001
+    res = sql_ex.main(["--n-questions", "1", "-k", "2", "--methods", "gcd,smc", "--particles", "4",
+                       "--max-new-tokens", "24", "--quiet"])
+    g = gad.Grammar.builtin("sql")
+    assert res["methods"] == ["gcd", "smc"]
+    smc_c = res["questions"][0]["candidates"]["smc"]
+    assert len(smc_c) == 2 and all(c["method"] == "smc" for c in smc_c)
+    for c in smc_c:
+        if c["finished"]:
+            assert g.parses(c["sql"]), c["sql"]
+    run = res["runs"]["smc"][0]
+    assert run["particles"] == 4 and 0.0 <= run["ess"] <= 4.0 + 1e-9
+    # 4 particles, at most one new row per particle per step after the first (the prompt pass gives it)
+    assert 1 <= run["model_rows"] <= 4 * 23
+    gcd_run = res["runs"]["gcd"][0]
+    assert 1 <= gcd_run["model_rows"] <= 2 * 23
+    for m in ("gcd", "smc"):
+        assert res["summary"][m]["model_rows"] == sum(r["model_rows"] for r in res["runs"][m])
+    assert res["summary"]["smc"]["mean_ess"] == pytest.approx(run["ess"])
+
+
+def test_sql_example_rejects_bad_counts(sql_ex: ModuleType) -> None:
+    for argv in (["--particles", "0"], ["-k", "0"], ["--threads", "-1"]):
+        with pytest.raises(gad.errors.InvalidArgumentError, match=argv[0]):
+            sql_ex.main(argv)
+
+
+def test_examples_restore_torch_threads(sql_ex: ModuleType, tmp_path: Path) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:  # --threads 1 (the default) is set, then the data directory is refused: the count comes back
+        with pytest.raises(gad.errors.InvalidArgumentError, match="dev_queries"):
+            sql_ex.main(["--data-dir", str(tmp_path)])
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.model
 def test_json_example_records_validate(bundled, tmp_path: Path) -> None:  # noqa: ANN001
     ex = _load("json_generation")
     res = ex.main(["-n", "3", "--out", str(tmp_path / "j.jsonl")])
