@@ -301,7 +301,10 @@ def _sample(lm: Any, compiled: Any, prompt: str, method: str, k: int, seed: int,
             raise
         notes.append(f"rs gave up ({exc}); ASAp used for this question")
         samples = gad.sample(lm, compiled, prompt, n=k, method="asap", seed=seed, max_new_tokens=max_new_tokens)
-        used = "asap"
+        figs = run_figures(samples, "asap", max_proposals)
+        # the abandoned rs run's model calls count too (ProposalBudgetError carries them)
+        figs["model_rows"] += int(getattr(exc, "compute", {}).get("model_rows", 0))
+        return samples, "asap", figs
     return samples, used, run_figures(samples, used, max_proposals)
 
 
@@ -461,7 +464,7 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
     if "rs" in summary:
         r = summary["rs"]
         print(f"rs: {int(r['proposals'])} proposals, acceptance rate {r['acceptance']:.3f}; "
-              f"{int(r['fell_back'])} question(s) fell back to ASAp (their rs proposals' model rows not counted)")
+              f"{int(r['fell_back'])} question(s) fell back to ASAp (their abandoned rs proposals' model rows included)")
     if "smc" in summary:
         print(f"smc: {args.particles} particles per question, mean final ESS {summary['smc']['mean_ess']:.1f}; "
               f"the {args.k} candidates are resampled from the weighted particles")

@@ -112,6 +112,24 @@ class InvalidArgumentError(GadError, ValueError):
     """An API or CLI argument is out of range or of the wrong kind (the message names it)."""
 
 
+class ProposalBudgetError(InvalidArgumentError):
+    """An exact sampler (``rs``) reached its proposal budget before drawing the samples asked for.
+
+    Attributes:
+        samples: the samples accepted before the budget ran out (exact draws; nothing is lost).
+        compute: the run's compute, ``{"model_rows", "model_positions", "prompt_passes"}`` (model calls
+            spent on every proposal, the rejected ones included).
+        proposals: proposals drawn.
+    """
+
+    def __init__(self, message: str, samples: list | None = None, compute: dict | None = None,
+                 proposals: int = 0) -> None:
+        super().__init__(message)
+        self.samples = list(samples or [])
+        self.compute = dict(compute or {})
+        self.proposals = proposals
+
+
 class TokenRejectedError(GadError):
     """A token was forced into a matcher that does not allow it."""
 

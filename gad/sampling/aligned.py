@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from gad.errors import InvalidArgumentError, TokenRejectedError
+from gad.errors import InvalidArgumentError, ProposalBudgetError, TokenRejectedError
 from gad.phi.registry import make_estimator
 from gad.phi.trie import PhiTrie
 from gad.sampling.rng import sample_rng
@@ -463,8 +463,10 @@ def rejection_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: in
         cache: descend cached trie nodes without the model (see :class:`TrieProposer`).
         max_proposals: stop after this many proposals (default ``1000 · n``).
     Raises:
-        InvalidArgumentError: ``max_proposals`` was reached before ``n`` samples were accepted (the
-            message gives the acceptance rate); the trie keeps what it learned.
+        gad.errors.ProposalBudgetError: ``max_proposals`` was reached before ``n`` samples were
+            accepted (an ``InvalidArgumentError``; the message gives the acceptance rate, ``.samples``
+            the samples accepted so far and ``.compute`` the model calls spent); the trie keeps what it
+            learned.
     """
     limit = int(max_proposals if max_proposals is not None else 1000 * n)
     prop = _make_proposer(lm, compiled, prompt_ids, trie, max_new_tokens, cache)
@@ -476,9 +478,10 @@ def rejection_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: in
     try:
         while len(out) < n:
             if j >= limit:
-                raise InvalidArgumentError(
+                raise ProposalBudgetError(
                     f"rs: {len(out)} of {n} samples accepted after max_proposals={limit} proposals "
-                    f"(acceptance rate {len(out) / max(j, 1):.2e}); raise max_proposals or the token budget")
+                    f"(acceptance rate {len(out) / max(j, 1):.2e}); raise max_proposals or the token budget",
+                    samples=out, compute=prop.compute.as_dict(), proposals=j)
             rng = sample_rng(seed, j)
             p = prop.propose(rng)
             j += 1

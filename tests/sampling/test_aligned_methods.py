@@ -116,3 +116,21 @@ def test_eval_summary_records_compute_and_weights(tmp_path) -> None:
     assert (tmp_path / "tries" / "dyck3__rs.trie").is_file()
     header = (tmp_path / "summary.csv").read_text().splitlines()[0]
     assert "model_rows" in header and "kl_snis" in header
+
+
+def test_rs_budget_error_keeps_accepted_samples_and_compute() -> None:
+    """rs out of proposals raises ProposalBudgetError holding the exact draws already accepted and the
+    model calls of every proposal (nothing finished is lost, no compute goes uncounted)."""
+    from gad.errors import ProposalBudgetError
+
+    lm, cg = gad_binary()
+    with pytest.raises(ProposalBudgetError) as info:
+        gad.sample(lm, cg, [], n=2, method="rs", max_new_tokens=2, options={"max_proposals": 7})
+    assert info.value.proposals == 7 and info.value.samples == [] and info.value.compute["model_rows"] > 0
+    with pytest.raises(ProposalBudgetError) as info:
+        gad.sample(lm, cg, [], n=10_000, method="rs", max_new_tokens=7, options={"max_proposals": 40})
+    err = info.value
+    assert err.proposals == 40 and 0 < len(err.samples) < 40
+    for s in err.samples:
+        assert s.finished and s.method == "rs" and cg.grammar.parses(s.text)
+    assert err.compute["model_rows"] >= sum(int(s.stats.get("model_rows", 0)) for s in err.samples)
