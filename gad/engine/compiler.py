@@ -138,15 +138,18 @@ class CompiledGrammar:
         if lexers is None:
             raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
         ignore = set(lark_obj.ignore_tokens)
-        ctx_of_lexer: dict[int, int] = {}
+        # one context per terminal list: Lark keys its lexers by the state's action keys, gotos
+        # (rule names) included, so states with the same terminals get separate lexers
+        ctx_of_lexer: dict[tuple[str, ...], int] = {}
         self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool], int]] = []
         self.state_ctx: dict[int, int] = {}
         for state, bl in lexers.items():
-            cid = ctx_of_lexer.get(id(bl))
+            lkey = tuple(t.name for t in bl.terminals)
+            cid = ctx_of_lexer.get(lkey)
             if cid is None:
                 terms, unless, n_main = lark_context_terminals(bl)
                 cid = len(self._ctx_specs)
-                ctx_of_lexer[id(bl)] = cid
+                ctx_of_lexer[lkey] = cid
                 self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}

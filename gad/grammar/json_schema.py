@@ -35,7 +35,12 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
   integers.  Two of pattern / length / format on one string need an automaton intersection and are
-  refused.
+  refused.  The formats the JSON Schema drafts define but gad does not implement (duration,
+  idn-email, idn-hostname, uri-reference, iri, iri-reference, uri-template, json-pointer,
+  relative-json-pointer, regex; draft-03's host-name, ip-address, color, ... under a draft-03
+  ``$schema``) are refused; any other name (``password``, ``byte``, ``topic`` ...) is unknown to
+  the spec and, as draft 2020-12 section 7.2 says, an annotation that validators (``jsonschema``
+  included) ignore, so it constrains nothing.
 * numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
@@ -43,7 +48,9 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
 * refused (``UnsupportedSchemaError``): ``patternProperties``, ``propertyNames``, ``min/maxProperties``,
   ``dependencies``, ``dependentRequired``, ``dependentSchemas``, ``unevaluated*``, ``contains``,
   ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``, ``$dynamicRef``, ``$recursiveRef``,
-  remote ``$ref``, unknown formats.  Other keywords are annotations (title, description, ...).
+  remote ``$ref``, formats the spec defines that gad does not implement, draft-03 ``extends`` /
+  ``disallow`` / ``divisibleBy`` (under a draft-03 ``$schema``; annotations otherwise).  Every other key is an annotation (title, description, ``x-...``
+  extensions and any keyword no draft defines: validators ignore them).
 
 Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
 use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
@@ -90,7 +97,10 @@ __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "for
 _MAX_CP = 0x10FFFF
 _MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
-_MAX_LENGTH = 300  # minLength / maxLength above this exceed the terminal automaton budget
+_MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
+_CHUNK = 64  # units per chunk terminal of a long length-bounded string
+_MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
+_MAX_CHAIN = 1024  # ... and bounds that would need chunks over _MAX_CHUNK are refused
 # one character of a length-bounded string (any escape except \/ and \u above U+001F)
 _LEN_UNIT = r'(?:[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f]))'
 
@@ -383,6 +393,14 @@ FORMATS: dict[str, str] = {
     "uuid": _UUID, "ipv4": _IPV4, "ipv6": _IPV6, "hostname": _HOSTNAME,
 }
 _INT_FORMATS = {"int32": (-(2 ** 31), 2 ** 31 - 1), "int64": (-(2 ** 63), 2 ** 63 - 1)}
+#: formats the JSON Schema drafts define that gad does not implement: refused (a validator may
+#: assert them, and MaskBench's labels do).  Any other name is unknown to the spec and, as
+#: draft 2020-12 section 7.2 says, an annotation that validators ignore.
+SPEC_FORMATS_REFUSED = frozenset({
+    "duration", "idn-email", "idn-hostname", "uri-reference", "iri", "iri-reference", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex"})
+#: draft-03 formats (asserted only under a draft-03 ``$schema``)
+_DRAFT3_FORMATS = frozenset({"host-name", "ip-address", "color", "utc-millisec", "phone", "style"})
 
 
 def format_checker() -> jsonschema.FormatChecker:
@@ -545,6 +563,25 @@ _ANNOTATIONS = frozenset({
     "$schema", "$id", "id", "$comment", "$anchor", "$vocabulary", "title", "description", "default",
     "examples", "example", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
     "contentSchema", "$defs", "definitions", "nullable_", "$dynamicAnchor", "$recursiveAnchor"})
+#: keywords with assertion semantics in some draft; any other key is an annotation (validators
+#: ignore unknown keywords, e.g. ``x-...`` extensions, ``markdownDescription``)
+_KEYWORDS = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "items", "prefixItems",
+    "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
+    "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
+    "pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy"})
+
+
+_DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
+
+
+def _is_annotation(kw: str) -> bool:
+    return kw in _ANNOTATIONS or kw not in _KEYWORDS
+
+
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
     "patternProperties": {"object"}, "propertyNames": {"object"}, "minProperties": {"object"},
     "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
@@ -552,6 +589,7 @@ _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
     "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
     "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
+    "extends": None, "disallow": None, "divisibleBy": {"integer", "number"},  # draft-03
 }
 _KINDS = ("object", "array", "string", "number", "integer", "boolean", "null")
 _TYPE_KINDS = {"object": {"object"}, "array": {"array"}, "string": {"string"}, "number": {"number", "integer"},
@@ -573,11 +611,23 @@ class Dropped:
 _FALSE = object()  # a flattened schema that admits nothing
 
 
+@dataclass(frozen=True)
+class _Chunked:
+    """A string of ``lo``..``hi`` canonical units (``hi`` None: unbounded) with a bound over
+    :data:`_MAX_LENGTH`: one terminal would need ~6 automaton states per unit, so the grammar
+    spells it as a chain of terminals of ``k`` units each, then a last one of fewer than ``k``
+    units and the closing quote (see :meth:`_Gen.chunked_string`)."""
+
+    lo: int
+    hi: int | None
+    k: int
+
+
 @dataclass
 class _Parts:
     """What one value position admits, grouped by the first token's kind."""
 
-    string: str | None = None       # content regex; "*" = any spelling of any string
+    string: str | _Chunked | None = None  # content regex; "*" = any spelling of any string
     number: str | None = None       # full regex
     lits: set[str] = field(default_factory=set)  # "true", "false", "null"
     obj: str | None = None          # rule name
@@ -702,6 +752,7 @@ class _Gen:
         self.ws_mode = ws
         draft = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_ref = any(d in str(draft) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        self.draft3 = "draft-03" in str(draft)
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
         self.term_defs: list[tuple[str, str]] = []
@@ -801,7 +852,7 @@ class _Gen:
                     flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
-            if kw in _ANNOTATIONS:
+            if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
                 continue
             if kw == "const":
                 kw, v = "enum", [v]
@@ -887,10 +938,10 @@ class _Gen:
     def value_rule(self, node: Any, ptr: str) -> str | None:
         """Name of the rule for values valid under ``node`` (None: no value is)."""
         key: Any = ptr
-        if isinstance(node, dict) and "$ref" in node and all(k == "$ref" or k in _ANNOTATIONS for k in node):
+        if isinstance(node, dict) and "$ref" in node and all(k == "$ref" or _is_annotation(k) for k in node):
             _t, tptr = self.resolve(node["$ref"], ptr)
             key = ("ref", tptr)
-        elif node is True or (isinstance(node, dict) and all(k in _ANNOTATIONS for k in node)):
+        elif node is True or (isinstance(node, dict) and all(_is_annotation(k) for k in node)):
             return self.any_value()
         if key in self.memo:
             return self.memo[key]
@@ -910,7 +961,9 @@ class _Gen:
             alts.append(p.obj)
         if p.arr:
             alts.append(p.arr)
-        if p.string is not None:
+        if isinstance(p.string, _Chunked):
+            alts.append(self.chunked_string(p.string))
+        elif p.string is not None:
             alts.append(self.term(JSON_STRING if p.string == "*" else f'"{p.string}"', "S"))
         if p.number is not None:
             alts.append(self.term(p.number, "N"))
@@ -974,6 +1027,16 @@ class _Gen:
                 if out.string is None:
                     out.string = p.string
                     out.where["string"] = bptr
+                elif isinstance(out.string, _Chunked) or isinstance(p.string, _Chunked):
+                    if not one_of and "*" in (out.string, p.string):
+                        out.string = "*"
+                    elif not one_of and out.string == p.string:
+                        pass
+                    else:
+                        self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr}: a "
+                                                   f"length bound over {_MAX_LENGTH} is a chain of terminals "
+                                                   "and cannot be merged with another string branch")
+                        out.string = "*"
                 else:
                     if one_of and self.overlap('"' + _cx(out.string) + '"', '"' + _cx(p.string) + '"'):
                         self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr} overlap "
@@ -1166,11 +1229,10 @@ class _Gen:
         if hi is not None and lo > hi:
             return None
         if fmt is not None and fmt not in FORMATS:
-            if fmt in _INT_FORMATS:
-                fmt = None
-            else:
-                self.unsupported(pp.get("format", ptr), "format", f"unknown string format {fmt!r}")
-                fmt = None
+            if fmt in SPEC_FORMATS_REFUSED or (self.draft3 and fmt in _DRAFT3_FORMATS):
+                self.unsupported(pp.get("format", ptr), "format", f"the string format {fmt!r} (defined by "
+                                 "JSON Schema) is not implemented")
+            fmt = None  # not a format the spec defines: an annotation (draft 2020-12 section 7.2)
         n_constraints = sum([has_len, fmt is not None, pat is not None])
         if n_constraints > 1:
             kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
@@ -1190,14 +1252,49 @@ class _Gen:
             return FORMATS[fmt]
         if has_len:
             if max(lo, hi or 0) > _MAX_LENGTH:
-                kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
-                self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_LENGTH} needs more automaton "
-                                                      "states than gad's per-terminal budget")
-                return "*"
+                k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
+                if k > _MAX_CHUNK:
+                    kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
+                    self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
+                                                          "needs more chunk terminals than gad's budget")
+                    return "*"
+                return _Chunked(lo, hi, k)
             if hi is None:
                 return f"(?:{_LEN_UNIT}){{{lo},}}"
             return f"(?:{_LEN_UNIT}){{{lo},{hi}}}"
         return "*"
+
+    def chunked_string(self, c: _Chunked) -> str:
+        """Rule for a JSON string of ``c.lo``..``c.hi`` canonical units, as a chain
+        ``s_i -> C s_{i+1} | E_i``: after ``i`` chunks of exactly ``k`` units (terminal ``C``, the
+        first one with the opening quote), ``E_i`` is the rest, fewer than ``k`` units (at least
+        ``lo - i k``, at most ``hi - i k``), and the closing quote.  ``C`` and ``E_i`` are disjoint
+        and at any point at most one of them can still match (``E_i`` needs a quote within
+        ``k - 1`` units, ``C`` needs ``k`` units without one), so the split is unique and the
+        lexer never has to choose."""
+        name = f"ls_{c.lo}_{'inf' if c.hi is None else c.hi}_{c.k}"
+        if name in self.rules:
+            return name
+        k, lo, hi = c.k, c.lo, c.hi
+        unit = f"(?:{_LEN_UNIT})"
+        # chunks needed before the tail can take over (unbounded above: the last rule loops)
+        last = (hi // k) if hi is not None else max(1, -(-lo // k))
+
+        def rn(i: int) -> str:
+            return name if i == 0 else f"{name}_{i}"
+
+        for i in range(last + 1):
+            q = '"' if i == 0 else ""
+            a = max(0, lo - i * k)
+            b = k - 1 if hi is None else min(k - 1, hi - i * k)
+            alts = []
+            if a <= b:
+                alts.append(self.term(f"{q}{unit}{{{a},{b}}}\"", "S"))
+            nxt = rn(i + 1) if hi is not None or i < last else rn(i)
+            if hi is None or (i + 1) * k <= hi:
+                alts.append(f"{self.term(q + unit + '{' + str(k) + '}', 'S')} {nxt}")
+            self.rules[rn(i)] = alts
+        return name
 
     def number_regex(self, flat: dict, ptr: str, integer: bool) -> str | None:
         pp = flat["_ptr"]

@@ -162,8 +162,9 @@ def test_one_of_disjoint_and_overlapping():
     ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a", "not"),
     ({"items": {"type": "array", "uniqueItems": True}}, "/items", "uniqueItems"),
     ({"$defs": {"s": {"type": "string", "pattern": "(?=a)b"}}, "$ref": "#/$defs/s"}, "/$defs/s", "pattern"),
-    ({"type": "string", "format": "no-such-format"}, "", "format"),
-    ({"type": "string", "maxLength": 100000}, "", "maxLength"),
+    ({"type": "string", "format": "iri"}, "", "format"),
+    ({"type": "string", "maxLength": 10 ** 6}, "", "maxLength"),
+    ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "string", "format": "color"}, "", "format"),
     ({"anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "", "if"),
     ({"type": "array", "contains": {"type": "integer"}}, "", "contains"),
@@ -179,6 +180,54 @@ def test_unsupported_keywords_name_pointer(schema, pointer, keyword):
     assert any(d.keyword == keyword and d.pointer == pointer for d in sg.dropped)
     assert any(keyword in str(x.message) for x in w)
     Grammar.from_string(sg.lark_text)
+
+
+def test_unknown_formats_and_keywords_are_annotations():
+    # draft 2020-12 section 7.2: a format no draft defines is an annotation; so is any unknown key
+    for schema in ({"type": "string", "format": "password"}, {"type": "string", "format": "topic", "x-ui": 3},
+                   {"type": "string", "markdownDescription": "x", "extends": {"type": "integer"}}):
+        c = Checker(schema)
+        assert not c.sg.dropped
+        for text in ['""', '"hunter2"', '"\\u0001"', '"a\\"b"', '"é"']:
+            assert c.accepts(text) is oracle(schema, json.loads(text)) is True, (schema, text)
+        assert not c.accepts("1") and not oracle(schema, 1)
+    # merging two different annotations is no conflict
+    c = Checker({"allOf": [{"type": "integer", "x-a": 1}, {"x-a": 2, "maximum": 3}]})
+    assert c.accepts("3") and not c.accepts("4")
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 65), (3, 200), (130, 130), (100, None), (64, 128), (0, 129)])
+def test_long_length_bounds_as_chunk_chains(lo, hi):
+    s = {"type": "string", "minLength": lo}
+    if hi is not None:
+        s["maxLength"] = hi
+    c = Checker(s)
+    assert not c.sg.dropped and "ls_" in c.sg.lark_text  # spelled as a chain of chunk terminals
+    top = (hi if hi is not None else lo + 70) + 3
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, 63, 64, 65, 127, 128, 129, top - 4, top - 3, top} - {-1}):
+        for fill in ("a", "é", "\\n", "\\u0001", "\\\\", "\\/"):  # JSON spellings of one character
+            text = '"' + fill * n + '"'
+            # canonical spelling only: "\/" (an escaped "/") is not how gad spells "/"
+            want = oracle(s, json.loads(text)) and (fill != "\\/" or n == 0)
+            assert c.accepts(text) is want, (s, n, fill)
+    # a chunk boundary inside an escape or a multi-byte character
+    for n in (63, 64, 65):
+        text = '"' + "a" * (n - 1) + "\\u0002" + "€" + '"'
+        assert c.accepts(text) is oracle(s, json.loads(text)), (s, n)
+    assert not c.accepts('"' + "a" * (lo + 1)) and not c.accepts("1")
+
+
+def test_long_length_bound_in_unions():
+    s = {"anyOf": [{"type": "string", "maxLength": 100}, {"type": "integer"}]}
+    c = Checker(s)
+    assert c.accepts('"' + "x" * 100 + '"') and not c.accepts('"' + "x" * 101 + '"') and c.accepts("5")
+    c = Checker({"anyOf": [{"type": "string", "maxLength": 100}, {"type": "string"}]})  # widened
+    assert c.accepts('"' + "x" * 101 + '"')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"anyOf": [{"type": "string", "maxLength": 100}, {"type": "string", "pattern": "^a"}]})
+    assert e.value.keyword == "anyOf"
+    with pytest.raises(UnsupportedSchemaError):
+        convert({"oneOf": [{"type": "string", "maxLength": 100}, {"type": "string", "minLength": 101}]})
 
 
 def test_unsupported_keyword_on_other_kind_is_ignored():
