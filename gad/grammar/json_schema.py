@@ -20,10 +20,16 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
 * arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
   ``minItems``, ``maxItems``, ``uniqueItems: false``.
 * ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
-  distributed into ``anyOf`` / ``oneOf`` branches.  A union is exact when at most one branch admits
-  objects and at most one admits arrays (after merging; an unconstrained object / array branch
-  absorbs the others under ``anyOf``); string, number and literal branches are merged into one
-  terminal per kind.  ``oneOf`` is exact when its branches are pairwise disjoint (checked on the
+  distributed into ``anyOf`` / ``oneOf`` branches.  String, number and literal branches are merged
+  into one terminal per kind; at most one branch may admit arrays (an unconstrained array branch
+  absorbs the others under ``anyOf``).  Object branches (an unconstrained one absorbs the others
+  under ``anyOf``) become the alternatives ``o_1 | o_2 | ...`` when that is exact and LALR(1):
+  every branch requires a property, and for each pair the keys they can write first (properties up
+  to the first required one, in order) are disjoint, or both write the same required key first and
+  its value schemas are disjoint (a discriminator such as ``"kind": {"const": ...}``); under
+  ``oneOf`` each pair must also be disjoint as sets of values (a discriminator, or a key one branch
+  requires and the other forbids).  Each branch keeps its own property order; :meth:`dumps` writes
+  an object in the order of the first branch that validates it.  ``oneOf`` is exact when its branches are pairwise disjoint (checked on the
   automata for strings and numbers, by kind otherwise); overlapping branches raise
   ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``).
 * ``$ref`` to ``#...`` JSON pointers (``$defs``, ``definitions``, any local path), recursive refs;
@@ -84,17 +90,27 @@ import jsonschema
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar.automata import regex_fsm
-
-try:  # Python >= 3.11
-    import re._constants as _sc
-    import re._parser as _sp
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sc  # type: ignore[no-redef, unused-ignore]
-    import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
+from gad.grammar.regex_ast import (
+    MAX_CP,
+    Dialect,
+    RegexUnsupported,
+    branches,
+    has_anchor,
+    plain_group,
+    strip_anchors,
+    translate,
+)
+from gad.grammar.regex_ast import complement as _complement
+from gad.grammar.regex_ast import contains as _contains
+from gad.grammar.regex_ast import intersect as _intersect
+from gad.grammar.regex_ast import norm as _norm
+from gad.grammar.regex_ast import parse as _parse_regex
+from gad.grammar.regex_ast import ranges_text as _ranges_text
+from gad.grammar.regex_ast import rx_lit as _rx_lit
 
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
-_MAX_CP = 0x10FFFF
+_MAX_CP = MAX_CP
 _MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
@@ -114,68 +130,6 @@ _SPECIAL_SET = frozenset(_SPECIALS)
 def _spell(c: str) -> str:
     """Canonical JSON spelling of one character (json.dumps, ensure_ascii=False)."""
     return json.dumps(c, ensure_ascii=False)[1:-1]
-
-
-def _rx_lit(s: str) -> str:
-    """``s`` as a regex literal usable inside a Lark ``/.../`` terminal."""
-    out = []
-    for c in s:
-        o = ord(c)
-        if c.isalnum() and o < 128:
-            out.append(c)
-        elif o < 0x20 or o == 0x7F:
-            out.append(f"\\x{o:02x}")
-        elif o < 128:
-            out.append("\\" + c if c in "\\.^$*+?{}[]|()/" else c)
-        else:
-            out.append(c)  # interegular takes raw non-ASCII characters (no \\u escapes)
-    return "".join(out)
-
-
-def _class_char(o: int) -> str:
-    c = chr(o)
-    if o < 0x20 or o == 0x7F:
-        return f"\\x{o:02x}"
-    if c in "\\]^-[/":
-        return "\\" + c
-    return c
-
-
-def _ranges_text(ranges: list[tuple[int, int]]) -> str:
-    parts = []
-    for lo, hi in ranges:
-        if lo == hi:
-            parts.append(_class_char(lo))
-        elif hi == lo + 1:
-            parts.append(_class_char(lo) + _class_char(hi))
-        else:
-            parts.append(_class_char(lo) + "-" + _class_char(hi))
-    return "".join(parts)
-
-
-def _norm(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out, prev = [], 0
-    for lo, hi in _norm(ranges):
-        if lo > prev:
-            out.append((prev, lo - 1))
-        prev = hi + 1
-    if prev <= _MAX_CP:
-        out.append((prev, _MAX_CP))
-    return out
-
-
-def _contains(ranges: list[tuple[int, int]], o: int) -> bool:
-    return any(lo <= o <= hi for lo, hi in ranges)
 
 
 _SPECIAL_RANGES = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
@@ -209,16 +163,6 @@ def _unit_set(ranges: list[tuple[int, int]]) -> str | None:
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
-def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    for lo1, hi1 in a:
-        for lo2, hi2 in b:
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo <= hi:
-                out.append((lo, hi))
-    return _norm(out)
-
-
 _ANY_RANGES = [(0, _MAX_CP)]
 UNIT = _unit_set(_ANY_RANGES) or ""
 # every RFC 8259 spelling of a string's content (used for unconstrained strings)
@@ -240,117 +184,31 @@ _CATEGORIES = {
 }
 
 
-class _PatternUnsupported(Exception):
-    pass
+#: JSON Schema patterns: ECMA-262 classes over the canonical units of a JSON string's content
+_ECMA = Dialect(char=lambda o: _rx_lit(_spell(chr(o))), chars=lambda r: _unit_set(r) or "(?!)",
+                categories=_CATEGORIES, dot=_complement(_LINE_TERM))
 
 
 def pattern_regex(pattern: str) -> str:
     """The content regex (canonical units) of strings in which ``pattern`` finds a match.
 
     Raises:
-        _PatternUnsupported: a construct without an exact automaton (lookaround, back-reference,
+        RegexUnsupported: a construct without an exact automaton (lookaround, back-reference,
             inline flags, anchors other than a leading ``^`` / trailing ``$``), or not a regex.
     """
-    try:
-        parsed = _sp.parse(pattern)
-    except Exception as e:  # noqa: BLE001 - re's error types vary across versions
-        raise _PatternUnsupported(f"not a regular expression Python can parse ({e})") from None
-    if parsed.state.flags & ~(_sc.SRE_FLAG_UNICODE):
-        raise _PatternUnsupported("inline flags such as (?i) are not supported")
-    return _top(list(parsed))
+    return _top(_parse_regex(pattern))
 
 
 def _top(items: list) -> str:
-    if len(items) == 1 and items[0][0] is _sc.BRANCH:
-        return "(?:" + "|".join(_top(list(b)) for b in items[0][1][1]) + ")"
-    if len(items) == 1 and items[0][0] is _sc.SUBPATTERN and not items[0][1][1] and not items[0][1][2]:
-        inner = list(items[0][1][3])
-        if len(inner) == 1 and inner[0][0] is _sc.BRANCH and _has_anchor(inner):
-            return _top(inner)
-    start = bool(items) and items[0][0] is _sc.AT and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
-    if start:
-        items = items[1:]
-    end = bool(items) and items[-1][0] is _sc.AT and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
-    if end:
-        items = items[:-1]
-    body = _seq(items)
+    alts = branches(items)
+    if alts is not None:
+        return "(?:" + "|".join(_top(b) for b in alts) + ")"
+    inner = plain_group(items)
+    if inner is not None and branches(inner) is not None and has_anchor(inner):
+        return _top(inner)
+    items, start, end = strip_anchors(items)
     any_star = f"{UNIT}*"
-    return ("" if start else any_star) + body + ("" if end else any_star)
-
-
-def _has_anchor(items: list) -> bool:
-    for op, av in items:
-        if op is _sc.AT:
-            return True
-        if op is _sc.BRANCH and any(_has_anchor(list(b)) for b in av[1]):
-            return True
-        if op is _sc.SUBPATTERN and _has_anchor(list(av[3])):
-            return True
-    return False
-
-
-def _seq(items: list) -> str:
-    return "".join(_item(op, av) for op, av in items)
-
-
-def _item(op: Any, av: Any) -> str:
-    name = str(op)
-    if name == "LITERAL":
-        return _rx_lit(_spell(chr(av)))
-    if name == "NOT_LITERAL":
-        return _unit_set(_complement([(av, av)])) or "(?!)"
-    if name == "ANY":
-        return _unit_set(_complement(_LINE_TERM)) or ""
-    if name == "IN":
-        neg = False
-        ranges: list[tuple[int, int]] = []
-        for iop, iav in av:
-            n = str(iop)
-            if n == "NEGATE":
-                neg = True
-            elif n == "LITERAL":
-                ranges.append((iav, iav))
-            elif n == "RANGE":
-                ranges.append((iav[0], iav[1]))
-            elif n == "CATEGORY":
-                if str(iav) not in _CATEGORIES:
-                    raise _PatternUnsupported(f"character class {iav} is not supported")
-                ranges.extend(_CATEGORIES[str(iav)])
-            else:
-                raise _PatternUnsupported(f"class item {n} is not supported")
-        ranges = _complement(ranges) if neg else _norm(ranges)
-        u = _unit_set(ranges)
-        if u is None:
-            raise _PatternUnsupported("an empty character class")
-        return u
-    if name in ("MAX_REPEAT", "MIN_REPEAT"):
-        lo, hi, sub = av
-        inner = _seq(list(sub))
-        if not inner:
-            return ""
-        if hi is _sc.MAXREPEAT or hi == _sc.MAXREPEAT:
-            q = "*" if lo == 0 else ("+" if lo == 1 else f"{{{lo},}}")
-        elif lo == hi:
-            q = f"{{{lo}}}"
-        elif lo == 0 and hi == 1:
-            q = "?"
-        else:
-            q = f"{{{lo},{hi}}}"
-        return f"(?:{inner}){q}"
-    if name == "SUBPATTERN":
-        _gid, add, dele, sub = av
-        if add or dele:
-            raise _PatternUnsupported("inline flags in a group are not supported")
-        return "(?:" + _seq(list(sub)) + ")"
-    if name == "BRANCH":
-        return "(?:" + "|".join(_seq(list(b)) for b in av[1]) + ")"
-    if name == "CATEGORY":
-        if str(av) not in _CATEGORIES:
-            raise _PatternUnsupported(f"character class {av} is not supported")
-        return _unit_set(_CATEGORIES[str(av)]) or ""
-    if name == "AT":
-        raise _PatternUnsupported(f"anchor {av} inside the pattern (only a leading ^ and a trailing $)")
-    raise _PatternUnsupported(f"{name} (lookarounds, back-references, possessive repeats) has no exact automaton")
+    return ("" if start else any_star) + translate(items, _ECMA) + ("" if end else any_star)
 
 
 # ------------------------------------------------------------------------------------- formats
@@ -686,6 +544,11 @@ class SchemaGrammar:
             keys = list(v)
             child: dict[str, str | None] = {}
             add = None
+            if oi is not None and "union" in oi:  # the first branch that validates the value
+                branch = next((r for r, val in oi["union"] if val is not None and val.is_valid(v)),
+                              oi["union"][0][0])
+                self._dump(v, branch, indent, depth, out)
+                return
             if oi is not None:
                 if "lits" in oi:
                     for lit in oi["lits"]:
@@ -760,6 +623,8 @@ class _Gen:
         self.lit_defs: list[tuple[str, str]] = []
         self.memo: dict[Any, str | None] = {}
         self.obj_memo: dict[Any, str] = {}
+        self.obj_meta: dict[str, dict] = {}  # object rule -> props / req / addl (unions: members)
+        self.branch_schema: dict[str, Any] = {}  # union branch pointer -> its flattened schema
         self.arr_memo: dict[Any, str] = {}
         self.info: dict[str, dict] = {}
         self.work: list[Any] = []
@@ -1011,11 +876,13 @@ class _Gen:
             p = self.parts(None, bptr, sub)
             if not p.empty():
                 alts.append((p, bptr))
+                self.branch_schema[bptr] = sub
         return self.combine(alts, kw, uptr, base)
 
     def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
         out = _Parts()
         one_of = kw == "oneOf"
+        objs: list[tuple[str, bool, Any, str]] = []
         for p, bptr in alts:
             for lit in p.lits:
                 if lit in out.lits and one_of:
@@ -1052,7 +919,9 @@ class _Gen:
                                                    "(oneOf is exact only over disjoint branches)")
                     out.number = JSON_NUMBER if JSON_NUMBER in (out.number, p.number) \
                         else f"(?:{out.number}|{p.number})"
-            for kind in ("obj", "arr"):
+            if p.obj is not None:
+                objs.append((p.obj, p.obj_any, p.obj_key, bptr))
+            for kind in ("arr",):
                 r = getattr(p, kind)
                 if r is None:
                     continue
@@ -1074,18 +943,113 @@ class _Gen:
                     setattr(out, kind, r)
                     setattr(out, kind + "_any", True)
                     continue
-                what = "objects" if kind == "obj" else "arrays"
-                self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit {what}; a union "
-                                           f"of two {what} schemas is not supported")
-                # lenient: the node without this union (drops the keyword, never narrows)
-                wide = self.parts(None, uptr, base) if base is not None else None
-                r = getattr(wide, kind) if wide is not None else None
-                if r is None:
-                    r = self.any_object() if kind == "obj" else self.any_array()
-                setattr(out, kind, r)
-                setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
-                setattr(out, kind + "_key", ("wide", uptr))
+                self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit arrays; a union "
+                                           "of two arrays schemas is not supported")
+                self.widen(out, kind, uptr, base)
+        if objs:
+            self.combine_objects(out, objs, kw, uptr, base)
         return out
+
+    def widen(self, out: _Parts, kind: str, uptr: str, base: Any) -> None:
+        """lenient: the node without this union (drops the keyword, never narrows)."""
+        wide = self.parts(None, uptr, base) if base is not None else None
+        r = getattr(wide, kind) if wide is not None else None
+        if r is None:
+            r = self.any_object() if kind == "obj" else self.any_array()
+        setattr(out, kind, r)
+        setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
+        setattr(out, kind + "_key", ("wide", uptr))
+
+    def combine_objects(self, out: _Parts, objs: list[tuple[str, bool, Any, str]], kw: str, uptr: str,
+                        base: Any) -> None:
+        """The object alternative of a union: one branch, an unconstrained one (``anyOf``), or an
+        exact union of object rules (:meth:`object_union`)."""
+        one_of = kw == "oneOf"
+        uniq: list[tuple[str, bool, Any, str]] = []
+        for o in objs:
+            dup = next((u for u in uniq if u[0] == o[0] or (u[2] is not None and u[2] == o[2])), None)
+            if dup is not None:
+                if one_of:
+                    self.unsupported(uptr, kw, f"branches {dup[3]} and {o[3]} admit the same values")
+                continue
+            uniq.append(o)
+        anys = [u for u in uniq if u[1]]
+        pick = uniq[0] if len(uniq) == 1 else anys[0] if anys and not one_of else None
+        if pick is not None:
+            out.obj, out.obj_any, out.obj_key = pick[0], pick[1], pick[2]
+            out.where["obj"] = pick[3]
+            return
+        rule, why = self.object_union(uniq, one_of)
+        if rule is None:
+            self.unsupported(uptr, kw, f"branches {uniq[0][3]} and {uniq[1][3]} both admit objects; a union of "
+                                       f"objects schemas is exact only when the first key (or a required first "
+                                       f"key's value) tells the branches apart: {why}")
+            self.widen(out, "obj", uptr, base)
+            return
+        out.obj, out.obj_any, out.obj_key = rule, False, ("union", rule)
+        out.where["obj"] = uniq[0][3]
+
+    def object_union(self, objs: list[tuple[str, bool, Any, str]], one_of: bool) -> tuple[str | None, str]:
+        """``(rule, "")``: a rule for the union of the object rules in ``objs``; ``(None, why)`` when it
+        would not be exact.
+
+        The grammar is ``o_1 | o_2 | ...``; it is LALR(1) and lexically unambiguous when every branch
+        has a required property (so no branch is ``{}`` or starts with an additional key) and, for
+        each pair, the keys a branch can write first (its properties up to the first required one)
+        are disjoint, or both branches write the same required key ``k`` first and ``k``'s value
+        schemas are disjoint (a discriminator: ``{"kind": {"const": "a"}, ...}``).  For ``oneOf`` the
+        branches must also be disjoint as sets of values: a discriminator, or a key one branch
+        requires that the other forbids (closed object without it, or its schema ``false``).
+        """
+        members: list[tuple[str, dict, Any]] = []
+        for r, _any, _key, bptr in objs:
+            meta = self.obj_meta.get(r)
+            if meta is None:
+                return None, f"branch {bptr} is not a plain object schema"
+            if "union" in meta:
+                members.extend(meta["union"])
+            else:
+                sub = self.branch_schema.get(bptr)
+                members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
+        firsts: list[list[str]] = []
+        for _r, meta, _v in members:
+            fk = _first_keys(meta)
+            if fk is None:
+                return None, f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
+            firsts.append(fk)
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                a, b = members[i][1], members[j][1]
+                shared = set(firsts[i]) & set(firsts[j])
+                if shared:
+                    k = next(iter(shared))
+                    if not (firsts[i] == firsts[j] == [k]):
+                        return None, f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
+                    if not self.values_disjoint(a, b, k):
+                        return None, (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
+                                      "its values overlap")
+                elif one_of and not (_excludes(a, b) or _excludes(b, a)):
+                    return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        name = self.fresh("ou")
+        self.rules[name] = [r for r, _m, _v in members]
+        self.obj_meta[name] = {"union": members}
+        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
+        return name, ""
+
+    def values_disjoint(self, a: dict, b: dict, k: str) -> bool:
+        """No value is valid under both branches' schemas of property ``k``, and their first
+        terminals are pairwise disjoint (checked on the automata)."""
+        pa = self.parts(*_prop_schema(a, k))
+        pb = self.parts(*_prop_schema(b, k))
+        if (pa.obj and pb.obj) or (pa.arr and pb.arr) or (pa.lits & pb.lits):
+            return False
+        if pa.string is not None and pb.string is not None:
+            if isinstance(pa.string, _Chunked) or isinstance(pb.string, _Chunked) or \
+                    self.overlap('"' + _cx(pa.string) + '"', '"' + _cx(pb.string) + '"'):
+                return False
+        if pa.number is not None and pb.number is not None and self.overlap(pa.number, pb.number):
+            return False
+        return True
 
     def overlap(self, r1: str, r2: str) -> bool:
         try:
@@ -1219,7 +1183,7 @@ class _Gen:
             self.array_part(flat, ptr, p)
         return p
 
-    def string_content(self, flat: dict, ptr: str) -> str | None:
+    def string_content(self, flat: dict, ptr: str) -> str | _Chunked | None:
         pp = flat["_ptr"]
         lo = flat.get("minLength", 0)
         hi = flat.get("maxLength")
@@ -1245,7 +1209,7 @@ class _Gen:
         if pat is not None:
             try:
                 return pattern_regex(pat)
-            except _PatternUnsupported as e:
+            except RegexUnsupported as e:
                 self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
                 return "*"
         if fmt is not None:
@@ -1346,6 +1310,7 @@ class _Gen:
             return
         name = self.fresh("o")
         self.obj_memo[key] = name
+        self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr}
         p.obj, p.obj_key = name, key
         self.info[name] = {"obj": None}
         self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr))
@@ -1603,6 +1568,33 @@ class _Gen:
         for tname, lit in self.lit_defs:
             lines.append(f'{tname}: "{lit}"')
         return "\n".join(lines) + "\n"
+
+
+def _first_keys(meta: dict) -> list[str] | None:
+    """The keys an object rule can write first: its properties up to the first required one (the
+    grammar's order); None when it requires none."""
+    keys: list[str] = []
+    for k in meta["props"]:
+        keys.append(k)
+        if k in meta["req"]:
+            return keys
+    for k in meta["req"]:
+        return keys + [k]
+    return None
+
+
+def _prop_schema(meta: dict, k: str) -> tuple[Any, str]:
+    if k in meta["props"]:
+        return meta["props"][k], _ptr_join(meta["pptr"], "properties", k)
+    return meta["addl"], _ptr_join(meta["ptr"], "additionalProperties")
+
+
+def _excludes(a: dict, b: dict) -> bool:
+    """Some key ``a`` requires is one ``b`` forbids: no object is valid under both."""
+    for k in a["req"]:
+        if b["props"].get(k, None if b["addl"] is False else True) in (False, None):
+            return True
+    return False
 
 
 def _cx(content: str) -> str:

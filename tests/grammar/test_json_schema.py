@@ -165,7 +165,12 @@ def test_one_of_disjoint_and_overlapping():
     ({"type": "string", "format": "iri"}, "", "format"),
     ({"type": "string", "maxLength": 10 ** 6}, "", "maxLength"),
     ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "string", "format": "color"}, "", "format"),
-    ({"anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
+    ({"anyOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
+    ({"anyOf": [{"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]},
+                {"type": "object", "required": ["a"]}]}, "", "anyOf"),
+    ({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "oneOf"),
+    ({"oneOf": [{"type": "object", "properties": {"k": {"enum": [1, 2]}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"enum": [2, 3]}}, "required": ["k"]}]}, "", "oneOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "", "if"),
     ({"type": "array", "contains": {"type": "integer"}}, "", "contains"),
 ])
@@ -228,6 +233,97 @@ def test_long_length_bound_in_unions():
     assert e.value.keyword == "anyOf"
     with pytest.raises(UnsupportedSchemaError):
         convert({"oneOf": [{"type": "string", "maxLength": 100}, {"type": "string", "minLength": 101}]})
+
+
+_TOOLS = {"anyOf": [  # BFCL-style tool calls: one closed object per tool, told apart by the first key
+    {"type": "object", "properties": {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                      "required": ["city"], "additionalProperties": False}},
+     "required": ["get_weather"], "additionalProperties": False},
+    {"type": "object", "properties": {"add": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                                              "b": {"type": "integer"}},
+                                              "required": ["a"], "additionalProperties": False}},
+     "required": ["add"], "additionalProperties": False}]}
+_TAGGED = {"oneOf": [  # a discriminator: the same required first key, disjoint const values
+    {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+    {"type": "object", "properties": {"kind": {"enum": ["rect", "square"]}, "w": {"type": "integer"}},
+     "required": ["kind"]},
+    {"type": "object", "properties": {"kind": {"const": 7}}, "required": ["kind"], "additionalProperties": False}]}
+_OPEN = {"anyOf": [{"type": "object", "required": ["a"]},
+                   {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}, "required": ["b"]}]}
+_CLOSED_ONE_OF = {"oneOf": [
+    {"type": "object", "properties": {"x": {"type": "integer"}, "y": {}}, "required": ["x"], "additionalProperties": False},
+    {"type": "object", "properties": {"z": {"type": "integer"}}, "required": ["z"], "additionalProperties": False}]}
+
+
+@pytest.mark.parametrize("schema,values", [
+    (_TOOLS, [{"get_weather": {"city": "Oslo"}}, {"add": {"a": 1, "b": 2}}, {"add": {"a": 1}}, {"add": {"b": 1}},
+              {"get_weather": {"city": 3}}, {"get_weather": {"city": "x"}, "add": {"a": 1}}, {}, {"other": 1},
+              {"add": {"a": 1, "c": 2}}, [], "x"]),
+    (_TAGGED, [{"kind": "circle", "r": 1.5}, {"kind": "circle"}, {"kind": "rect"}, {"kind": "square", "w": 2, "q": 1},
+               {"kind": "rect", "w": "x"}, {"kind": 7}, {"kind": 7, "r": 1}, {"kind": "tri"}, {"r": 1}, {}, 7]),
+    (_OPEN, [{"a": 1}, {"b": "s"}, {"b": "s", "a": "not an int"}, {"a": "x", "b": "s"}, {"a": 1, "b": 2},
+             {"b": 2}, {"c": 1}, {}, {"a": None, "z": [1]}]),
+    (_CLOSED_ONE_OF, [{"x": 1}, {"x": 1, "y": [2]}, {"z": 3}, {"x": 1, "z": 3}, {"y": 1}, {"z": "a"}, {}]),
+])
+def test_object_unions_exact(schema, values):
+    c = Checker(schema)
+    assert not c.sg.dropped
+    for v in values:
+        want = oracle(schema, v)
+        assert c.accepts_value(v) is want, (v, c.sg.dumps(v))
+    # the same key order as jsonschema sees it: a text in the other branch's order is its own test
+    flex = Checker(schema, whitespace="flexible")
+    for v in values:
+        if isinstance(v, dict) and v:
+            assert flex.accepts_value(v, indent=2) is oracle(schema, v), v
+
+
+def test_object_union_key_order_and_nesting():
+    c = Checker(_OPEN)
+    # each branch keeps its own order: {"b":"s","a":"x"} is valid (branch 0) but only in branch 0's
+    # order, which writes "a" first; dumps picks the first branch that validates the value
+    assert oracle(_OPEN, {"b": "s", "a": "x"}) and c.sg.dumps({"b": "s", "a": "x"}) == '{"a":"x","b":"s"}'
+    assert c.accepts('{"a":"x","b":"s"}') and not c.accepts('{"b":"s","a":"x"}') and c.accepts('{"b":"s","a":1}')
+    nested = {"type": "object", "properties": {"call": _TOOLS, "n": {"type": "integer"}}, "required": ["call"]}
+    c = Checker(nested)
+    for v in [{"call": {"add": {"a": 1}}, "n": 2}, {"call": {"add": {"a": "1"}}}, {"call": {}}, {"n": 1}]:
+        assert c.accepts_value(v) is oracle(nested, v), v
+    # a union inside a union's branch is flattened into one union
+    deep = {"anyOf": [_TOOLS, {"type": "object", "properties": {"z": {}}, "required": ["z"], "additionalProperties": False}]}
+    c = Checker(deep)
+    for v in [{"z": 1}, {"add": {"a": 1}}, {"z": 1, "add": {"a": 1}}]:
+        assert c.accepts_value(v) is oracle(deep, v), v
+
+
+_KEYS_U = ["k", "a", "b"]
+_val = st.sampled_from([{"type": "integer"}, {"type": "string"}, {"const": "p"}, {"const": "q"}, {"enum": [1, 2]},
+                        {"enum": [3]}, {}])
+_branch = st.builds(
+    lambda props, req, addl: {"type": "object", "properties": props, "required": req,
+                              **({} if addl is None else {"additionalProperties": addl})},
+    st.dictionaries(st.sampled_from(_KEYS_U), _val, max_size=3),
+    st.lists(st.sampled_from(_KEYS_U), min_size=1, max_size=2, unique=True),
+    st.sampled_from([None, False, {"type": "integer"}]))
+_obj_json = st.dictionaries(st.sampled_from(_KEYS_U + ["z"]),
+                            st.sampled_from([0, 1, 2, 3, "p", "q", "s", None, [1]]), max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["anyOf", "oneOf"]), st.lists(_branch, min_size=2, max_size=3),
+       st.lists(_obj_json, min_size=8, max_size=8))
+def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, values):
+    schema = {kw: branches}
+    try:
+        c = Checker(schema)
+    except UnsupportedSchemaError as e:
+        assert e.keyword == kw
+        return
+    except gad.errors.EmptyLanguageError:
+        return
+    for v in values:
+        want = oracle(schema, v)
+        got = c.accepts_value(v)
+        assert got is want, (schema, v, c.sg.dumps(v))
 
 
 def test_unsupported_keyword_on_other_kind_is_ignored():
