@@ -441,7 +441,7 @@ def _is_annotation(kw: str) -> bool:
 
 
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
-    "patternProperties": {"object"}, "propertyNames": {"object"}, "minProperties": {"object"},
+    "propertyNames": {"object"}, "minProperties": {"object"},
     "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
     "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
@@ -564,7 +564,11 @@ class SchemaGrammar:
             for i, k in enumerate(keys):
                 out.append(("," if i else "") + nl)
                 out.append(json.dumps(k, ensure_ascii=False) + ":" + (" " if indent else ""))
-                self._dump(v[k], child.get(k, add) if oi else None, indent, depth + 1, out)
+                r = child.get(k, add) if oi else None
+                if oi and k not in child and oi.get("pats"):
+                    spelled = json.dumps(k, ensure_ascii=False)
+                    r = next((pr for f, pr in oi["pats"] if f.accepts(spelled)), add)
+                self._dump(v[k], r, indent, depth + 1, out)
             out.append(end + "}")
             return
         if isinstance(v, list):
@@ -646,12 +650,13 @@ class _Gen:
         self.n += 1
         return f"{prefix}{self.n}"
 
-    def term(self, regex: str, prefix: str = "T") -> str:
-        name = self.terms.get(regex)
+    def term(self, regex: str, prefix: str = "T", priority: int = 0) -> str:
+        key = regex if not priority else f"{regex}\0{priority}"
+        name = self.terms.get(key)
         if name is None:
             name = self.fresh(prefix.upper())
-            self.terms[regex] = name
-            self.term_defs.append((name, regex))
+            self.terms[key] = name
+            self.term_defs.append((name if not priority else f"{name}.{priority}", regex))
         return name
 
     def punct(self, ch: str, lead: bool, trail: bool) -> str:
@@ -800,10 +805,13 @@ class _Gen:
         return out
 
     # ------------------------------------------------------------------------ value rules
-    def value_rule(self, node: Any, ptr: str) -> str | None:
-        """Name of the rule for values valid under ``node`` (None: no value is)."""
-        key: Any = ptr
-        if isinstance(node, dict) and "$ref" in node and all(k == "$ref" or _is_annotation(k) for k in node):
+    def value_rule(self, node: Any, ptr: str, memo_key: Any = None) -> str | None:
+        """Name of the rule for values valid under ``node`` (None: no value is); memoised by
+        ``memo_key`` (default: the pointer, or the ``$ref`` target)."""
+        key: Any = ptr if memo_key is None else memo_key
+        if memo_key is not None:
+            pass
+        elif isinstance(node, dict) and "$ref" in node and all(k == "$ref" or _is_annotation(k) for k in node):
             _t, tptr = self.resolve(node["$ref"], ptr)
             key = ("ref", tptr)
         elif node is True or (isinstance(node, dict) and all(_is_annotation(k) for k in node)):
@@ -1301,35 +1309,87 @@ class _Gen:
         else:
             addl = not self.strict
         pp = flat["_ptr"]
-        if not props and not req and addl is True:
+        pats = self.key_patterns(flat, ptr)
+        if pats is None:  # lenient: patternProperties dropped; its keys may then be anything
+            pats, addl = [], True
+        if not props and not req and addl is True and not pats:
             p.obj, p.obj_any, p.obj_key = self.any_object(), True, "any"
             return
-        key = json.dumps([props, req, addl, pp.get("properties", ptr)], sort_keys=True, default=str)
+        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats]],
+                         sort_keys=True, default=str)
         if key in self.obj_memo:
             p.obj, p.obj_key = self.obj_memo[key], key
             return
         name = self.fresh("o")
         self.obj_memo[key] = name
-        self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr}
+        self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr,
+                               "pats": pats}
         p.obj, p.obj_key = name, key
         self.info[name] = {"obj": None}
-        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr))
+        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats))
 
-    def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str) -> None:
+    def key_patterns(self, flat: dict, ptr: str) -> list[tuple[str, Any, str, str]] | None:
+        """``patternProperties`` as ``[(pattern, schema, key regex, pointer)]``: the key regex is the
+        canonical JSON string (quotes included) in which the pattern finds a match.  Exact when the
+        patterns are pairwise disjoint (checked on the automata), so that each key matches at most
+        one; otherwise refused (None under ``lenient``)."""
+        pats = flat.get("patternProperties")
+        if not pats:
+            return []
+        pptr = flat["_ptr"].get("patternProperties", ptr)
+        if not isinstance(pats, dict):
+            raise InvalidSchemaError("patternProperties must be an object", pointer=pptr)
+        out: list[tuple[str, Any, str, str]] = []
+        for pat, sch in pats.items():
+            try:
+                rx = '"' + pattern_regex(pat) + '"'
+            except RegexUnsupported as e:
+                self.unsupported(pptr, "patternProperties", f"{pat!r}: {e}")
+                return None
+            for other, _s, orx, _p in out:
+                if self.overlap(rx, orx):
+                    self.unsupported(pptr, "patternProperties", f"the patterns {other!r} and {pat!r} match a "
+                                     "common key (overlapping patterns need an automaton intersection)")
+                    return None
+            out.append((pat, sch, rx, _ptr_join(pptr, "patternProperties", pat)))
+        return out
+
+    def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str,
+                     pats: list[tuple[str, Any, str, str]]) -> None:
+        fsms = [(regex_fsm(rx), sch, pp_ptr) for _pat, sch, rx, pp_ptr in pats]
+
+        def key_rule(k: str, own: Any, own_ptr: str) -> str | None:
+            """The value rule of key ``k``: its own schema and every pattern it matches."""
+            spelled = json.dumps(k, ensure_ascii=False)
+            hits = [(sch, pp_ptr) for f, sch, pp_ptr in fsms if f.accepts(spelled)]
+            if not hits:
+                return self.value_rule(own, own_ptr) if own is not False else None
+            node = {"allOf": ([] if own is True else [own]) + [sch for sch, _p in hits]}
+            return self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+
         entries: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
-            r = self.value_rule(s, _ptr_join(pptr, "properties", k))
-            entries.append((k, r, k in req))
+            entries.append((k, key_rule(k, s, _ptr_join(pptr, "properties", k)), k in req))
         for k in req:
             if k not in props:
-                r = self.value_rule(addl, _ptr_join(ptr, "additionalProperties")) if addl is not False else None
-                entries.append((k, r, True))
+                entries.append((k, key_rule(k, addl, _ptr_join(ptr, "additionalProperties")), True))
         add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
         if any(r is None and q for _k, r, q in entries):
             self.rules[name] = [name]  # a required property admits no value: no object is valid
             return
         live = [(k, r, q) for k, r, q in entries if r is not None]
         banned = [k for k, r, _q in entries if r is None]  # properties whose schema admits nothing
+        # pattern keys: one terminal per pattern (pairwise disjoint), at Lark's default priority so
+        # that a listed name it matches is retyped to the name's literal (the keyword rule); keys no
+        # pattern matches fall to an additional-key terminal at priority -1, tried after them all
+        pat_items = [(self.term(rx, "K"), self.value_rule(sch, pp_ptr)) for _pat, sch, rx, pp_ptr in pats]
+        if pats and banned:
+            self.unsupported(pats[0][3], "patternProperties", f"the properties {banned} admit no value; with "
+                             "patternProperties their names would need an automaton difference")
+        if addl is not False and any(r is None for _t, r in pat_items):
+            self.unsupported(pats[0][3], "patternProperties", "a pattern whose schema admits no value beside "
+                             "additional properties would need an automaton difference")
+        free_items = [f"{t} {{colon}} {r}" for t, r in pat_items if r is not None]
         comma = self.punct(",", True, True)
         colon = self.punct(":", True, True)
         n = len(live)
@@ -1338,12 +1398,18 @@ class _Gen:
         # listed key is then in each key context, so Lark's keyword rule lexes a listed name as its
         # own terminal and the additional-key terminal never stands for a listed property.
         last_req = max((i for i, (_k, _r, q) in enumerate(live) if q), default=-1)
-        stop = n if add_rule is None else last_req + 1
-        free: dict[int, str] = {}
         if add_rule is not None:
-            okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+            if pats:
+                okey = self.term(f'"{UNIT}*"', "K", priority=-1)
+            else:
+                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+            free_items.append(f"{okey} {{colon}} {add_rule}")
+        free_items = [x.replace("{colon}", colon) for x in free_items]
+        stop = n if not free_items else last_req + 1
+        free: dict[int, str] = {}
+        if free_items:
             item = f"{name}_it"
-            self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + [f"{okey} {colon} {add_rule}"]
+            self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + free_items
             free = {0: f"{name}_a0", 1: f"{name}_a1"}
             self.rules[free[0]] = ["", f"{item} {free[1]}"]
             self.rules[free[1]] = ["", f"{comma} {item} {free[1]}"]
@@ -1378,7 +1444,8 @@ class _Gen:
                     alts.append(f"{lb} {name}_ne0 {rb}")
         self.rules[name] = alts
         self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
-                                   "add": add_rule}}
+                                   "add": add_rule,
+                                   "pats": [(f, r) for (f, _s, _p), (_t, r) in zip(fsms, pat_items, strict=True)]}}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -1592,6 +1659,8 @@ def _prop_schema(meta: dict, k: str) -> tuple[Any, str]:
 def _excludes(a: dict, b: dict) -> bool:
     """Some key ``a`` requires is one ``b`` forbids: no object is valid under both."""
     for k in a["req"]:
+        if b["pats"] and k not in b["props"]:
+            continue
         if b["props"].get(k, None if b["addl"] is False else True) in (False, None):
             return True
     return False

@@ -157,7 +157,7 @@ def test_one_of_disjoint_and_overlapping():
 
 
 @pytest.mark.parametrize("schema,pointer,keyword", [
-    ({"type": "object", "patternProperties": {"^x": {}}}, "", "patternProperties"),
+    ({"type": "object", "patternProperties": {"^x": {}, "y": {}}}, "", "patternProperties"),
     ({"properties": {"a": {"type": "integer", "multipleOf": 3}}}, "/properties/a", "multipleOf"),
     ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a", "not"),
     ({"items": {"type": "array", "uniqueItems": True}}, "/items", "uniqueItems"),
@@ -324,6 +324,43 @@ def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, valu
         want = oracle(schema, v)
         got = c.accepts_value(v)
         assert got is want, (schema, v, c.sg.dumps(v))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "x-b": {"minimum": 2}}, "required": ["a"],
+     "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "patternProperties": {".*": {"type": "string"}}, "properties": {"n": {"maxLength": 1}}},
+    {"type": "object", "patternProperties": {"^[a-z]+$": {"type": "boolean"}, "^[0-9]+$": {"type": "null"}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "patternProperties": {"^k": {"type": "string"}}, "required": ["k1", "z"]},
+])
+def test_pattern_properties_exact(schema):
+    c = Checker(schema)
+    assert not c.sg.dropped
+    keys = ["a", "x-b", "x-", "n", "k1", "z", "abc", "12", "A", "x-\u00e9", ""]
+    vals = [1, 3, "s", "", True, None, 2.5]
+    import itertools
+    for k1, k2 in itertools.product(keys, repeat=2):
+        for v1, v2 in [(1, "s"), (True, None), (3, 1), ("", True), (None, 2.5)]:
+            obj = {k1: v1, k2: v2}
+            assert c.accepts_value(obj) is oracle(schema, obj), (schema, obj, c.sg.dumps(obj))
+    for v in vals:
+        assert c.accepts_value({"k1": v, "z": v}) is oracle(schema, {"k1": v, "z": v})
+    assert c.accepts_value({}) is oracle(schema, {})
+
+
+def test_pattern_properties_refused_when_overlapping():
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}}})
+    assert e.value.keyword == "patternProperties"
+    # lenient: dropped, and the keys it governed are then free (never narrower)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sg = convert({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+                      "additionalProperties": False}, lenient=True)
+    c = gad.compile(Grammar.from_string(sg.lark_text), BYTES, cache_dir=False).matcher()
+    assert c.accept_bytes(b'{"ab":[]}') and c.is_accepting()
 
 
 def test_unsupported_keyword_on_other_kind_is_ignored():
