@@ -22,10 +22,12 @@ Cache files hold data only (numpy arrays + a JSON header, :mod:`gad.engine.cache
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,14 +42,17 @@ from gad.errors import GadError, InvalidArgumentError
 from gad.fileio import default_cache_root
 from gad.grammar.loader import Grammar
 
+_INTEREGULAR = _dist_version("interegular")
 CACHE_FORMAT = 5  # 5: data-only files (gad.engine.cachefile), no pickle
 
 
 def _code_version() -> str:
-    """Hash of the engine's source: a compile cache written by other code is never reused."""
-    h = hashlib.sha256(str(CACHE_FORMAT).encode())
-    for mod in ("lexer.py", "compiler.py", "cachefile.py"):
-        h.update((Path(__file__).parent / mod).read_bytes())
+    """Hash of the engine's source and of the parser / automaton libraries' versions: a compile cache
+    written by other code (another gad, or a venv with another Lark, as vLLM's) is never reused."""
+    h = hashlib.sha256(f"{CACHE_FORMAT}|lark {lark.__version__}|interegular {_INTEREGULAR}".encode())
+    here = Path(__file__).parent
+    for mod in (here / "lexer.py", here / "compiler.py", here / "cachefile.py", here.parent / "grammar" / "automata.py"):
+        h.update(mod.read_bytes())
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
 
@@ -103,7 +108,7 @@ class CompiledGrammar:
     """
 
     def __init__(self, lark_obj: Any, vocab: Vocabulary, grammar: Any = None, start: str = "start",
-                 mask_cache_size: int = 2048) -> None:
+                 mask_cache_size: int = 2048, share: bool = False) -> None:
         self.grammar = grammar if grammar is not None else lark_obj
         self.grammar_sha256 = _grammar_hash(grammar, lark_obj)
         self.vocab = vocab
@@ -130,6 +135,10 @@ class CompiledGrammar:
         self.mask_cache_size = mask_cache_size
         self._dense_min = max(64, vocab.size // 8)  # token sets larger than this use dense arrays
         self.stats = {"mask_hits": 0, "mask_misses": 0, "walks": 0}
+        # share=True: lexer automata and their token walks come from (and go to) a process-wide store
+        # keyed by the context's terminals, so that grammars made per request reuse what an earlier
+        # one built (a JSON string or number context is walked once per process, not per schema)
+        self._share = share
 
     # ---------------------------------------------------------------------------------- building
     def _build_contexts(self, lark_obj: Any) -> None:
@@ -138,18 +147,17 @@ class CompiledGrammar:
         if lexers is None:
             raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
         ignore = set(lark_obj.ignore_tokens)
-        # one context per terminal list: Lark keys its lexers by the state's action keys, gotos
-        # (rule names) included, so states with the same terminals get separate lexers
         ctx_of_lexer: dict[tuple[str, ...], int] = {}
         self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool], int]] = []
         self.state_ctx: dict[int, int] = {}
         for state, bl in lexers.items():
-            lkey = tuple(t.name for t in bl.terminals)
-            cid = ctx_of_lexer.get(lkey)
+            # parser states whose lexers hold the same terminals share one context (and its walks)
+            sig = tuple(t.name for t in bl.terminals)
+            cid = ctx_of_lexer.get(sig)
             if cid is None:
                 terms, unless, n_main = lark_context_terminals(bl)
                 cid = len(self._ctx_specs)
-                ctx_of_lexer[lkey] = cid
+                ctx_of_lexer[sig] = cid
                 self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
@@ -160,9 +168,21 @@ class CompiledGrammar:
         dfa = self._dfas[cid]
         if dfa is None:
             terms, unless, ignore, n_main = self._ctx_specs[cid]
-            dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, self._universe())
+            universe = self._universe()
+            if getattr(self, "_share", False):
+                dfa = _shared_dfa(self._ctx_specs[cid], universe, lambda: LexerDFA(
+                    [self._automaton(t) for t in terms], ignore, unless, n_main, universe))
+            else:
+                dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, universe)
             self._dfas[cid] = dfa
         return dfa
+
+    def _child_key(self, fid: int, ncid: int) -> tuple[int, int]:
+        """Key of a walk's child: (fork, next context) — the next context's automaton's serial number
+        when automata are shared across grammars (context ids are per grammar)."""
+        if getattr(self, "_share", False):
+            return fid, self.ctx(ncid).serial
+        return fid, ncid
 
     def _automaton(self, t: Any) -> TerminalAutomaton:
         a = self._automata.get(t.name)
@@ -180,6 +200,17 @@ class CompiledGrammar:
         return [self._automaton(t) for t in seen.values()]
 
     def _build_vocab_matrix(self) -> None:
+        key = (self.vocab.fingerprint(), self.eos_ids)
+        hit = _VOCAB_TABLES.get(key)
+        if hit is None:
+            hit = _VOCAB_TABLES[key] = self._vocab_tables()
+            while len(_VOCAB_TABLES) > 4:
+                _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
+        (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
+         self._fin_at, self._first) = hit
+
+    def _vocab_tables(self) -> tuple:
+        """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
         toks = self.vocab.tokens
         eos = set(self.eos_ids)
         lens = np.array([0 if (t is None or i in eos) else len(t) for i, t in enumerate(toks)], dtype=np.int32)
@@ -188,17 +219,18 @@ class CompiledGrammar:
         for i, t in enumerate(toks):
             if lens[i]:
                 mat[i, : lens[i]] = np.frombuffer(cast(bytes, t), dtype=np.uint8)
-        self._bytes = mat
-        self._lens = lens
-        self._content = np.nonzero(lens > 0)[0].astype(np.int32)
+        content = np.nonzero(lens > 0)[0].astype(np.int32)
         # root walks: content tokens sorted by decreasing length, bytes stored position-major so
         # that the tokens still being read at byte ``pos`` are the contiguous prefix [:_n_at[pos]]
-        order = self._content[np.argsort(-lens[self._content], kind="stable")]
-        self._order = order
-        self._bytes_t = np.ascontiguousarray(mat[order].T)
+        order = content[np.argsort(-lens[content], kind="stable")]
+        bytes_t = np.ascontiguousarray(mat[order].T)
         slen = lens[order]
-        self._n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
-        self._fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+        n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
+        fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
+        first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
+        for a in (mat, lens, content, order, bytes_t, first):
+            a.setflags(write=False)
+        return mat, lens, content, order, bytes_t, n_at, fin_at, first
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -232,10 +264,11 @@ class CompiledGrammar:
             w, guard = dfa.forks[fid]
             nctx = [cid] if dfa.ignore[w] else self._contexts_after(dfa.names[w])
             for ncid in nctx:
-                child = node.children.get((fid, ncid))
+                ck = self._child_key(fid, ncid)
+                child = node.children.get(ck)
                 if child is None:
                     child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
-                    node.children[(fid, ncid)] = child
+                    node.children[ck] = child
                 self._warm_children(ncid, child, depth - 1)
 
     def _contexts_after(self, term: str) -> list[int]:
@@ -391,14 +424,33 @@ class CompiledGrammar:
         key = (cid, d)
         node = self._roots.get(key)
         if node is None:
-            node = self._root_walk(cid, d)
+            if getattr(self, "_share", False):
+                store = self.ctx(cid).shared_walks
+                skey = (self.vocab.fingerprint(), self.eos_ids, d)
+                node = store.get(skey)
+                if node is None:
+                    node = store[skey] = self._root_walk(cid, d)
+            else:
+                node = self._root_walk(cid, d)
             self._roots[key] = node
         return node
 
     def _root_walk(self, cid: int, d: int) -> WalkNode:
-        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix."""
-        self.stats["walks"] += 1
+        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix.
+
+        Tokens whose first byte is dead from ``d`` take no part (no end state, no fork); when they
+        are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
         dfa = self.ctx(cid)
+        if d != START and dfa.is_start[d]:
+            return self._guarded_root_walk(cid, d)
+        first_ok = dfa.table[d] != DEAD  # (256,)
+        cand = self._content[first_ok[self._first]]
+        if cand.size * 4 < self._content.size:
+            node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
+            srt = np.argsort(node.end_tok, kind="stable")
+            node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
+            return node
+        self.stats["walks"] += 1
         flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
         n = self._order.size
@@ -435,6 +487,46 @@ class CompiledGrammar:
         tok = self._order[live]
         srt = np.argsort(tok, kind="stable")
         return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
+
+    def _guarded_root_walk(self, cid: int, d: int) -> WalkNode:
+        """The root walk from ``d``, the empty lexeme under a guard, derived from the walk from START.
+
+        A token whose first byte leads ``d`` where it leads START (the guard died on that byte, or
+        never mattered) walks the same states from there on: its ends and forks are START's.  Only
+        the tokens whose first byte differs (e.g. digits after a number that might go on) are walked.
+        Forks none of those tokens join keep START's token sets, so their child walks are shared."""
+        dfa = self.ctx(cid)
+        base = self.root(cid, START)
+        differs = dfa.table[d] != dfa.table[START]  # (256,) bool
+        keep_tok = np.ones(self.vocab_size, dtype=bool)
+        keep_tok[self._content] = ~differs[self._first]
+        keep = keep_tok[base.end_tok]
+        end_tok, end_state = base.end_tok[keep], base.end_state[keep]
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        same: set[int] = set()
+        for fid, (t, o) in base.groups.items():
+            sel = keep_tok[t]
+            if sel.all():
+                groups[fid] = (t, o)
+                same.add(fid)
+            elif sel.any():
+                groups[fid] = (t[sel], o[sel])
+        extra = self._content[differs[self._first]]
+        if extra.size:
+            part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
+            if part.end_tok.size:
+                end_tok = np.concatenate([end_tok, part.end_tok])
+                end_state = np.concatenate([end_state, part.end_state])
+                srt = np.argsort(end_tok, kind="stable")
+                end_tok, end_state = end_tok[srt].astype(np.int32), end_state[srt].astype(np.int32)
+            for fid, (t, o) in part.groups.items():
+                if fid in groups:
+                    same.discard(fid)
+                    groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
+                else:
+                    groups[fid] = (t, o)
+        children = {k: v for k, v in base.children.items() if k[0] in same}
+        return WalkNode(end_tok, end_state, groups, children)
 
     def _groups(self, dfa: LexerDFA, toks: np.ndarray, b_i: list[np.ndarray], b_p: list,
                 b_w: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -561,10 +653,11 @@ class CompiledGrammar:
             if nstack is None:
                 continue
             ncid = self.state_ctx[self._stk_state[nstack]]
-            child = node.children.get((fid, ncid))
+            ck = self._child_key(fid, ncid)
+            child = node.children.get(ck)
             if child is None:
                 child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
-                node.children[(fid, ncid)] = child
+                node.children[ck] = child
             self._fill(m, nstack, ncid, child)
 
     # ----------------------------------------------------------------------- scalar transitions
@@ -704,7 +797,8 @@ def default_cache_dir() -> Path:
 
 
 def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool = None,
-            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None) -> CompiledGrammar:
+            vocab_size: int | None = None, eos_ids: Sequence[int] | None = None,
+            warm: bool | None = None) -> CompiledGrammar:
     """Compile ``grammar`` against ``tokenizer``'s vocabulary.
 
     Args:
@@ -715,6 +809,12 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
             Otherwise a grammar already compiled against the same vocabulary in this process is
             returned as the same object (its warm walks and masks are shared).
         vocab_size, eos_ids: passed to :meth:`Vocabulary.from_tokenizer` for HF tokenizers.
+        warm: build every lexer automaton and the token walks from their start states now
+            (:meth:`CompiledGrammar.warm`) and write the disk cache (build once: grammar files and
+            shipped grammars); ``False``: build them lazily, on the first mask that needs them, and
+            write no cache file (serve per request: a schema's first mask comes out in milliseconds).
+            Default: lazy for grammars made per request (``Grammar.from_json_schema``,
+            ``from_pydantic``, ``from_regex``), warm otherwise.  Masks are the same either way.
     Returns:
         a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
     Raises:
@@ -726,13 +826,55 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     hit = _MEMO.get(memo_key) if cache_dir is not False else None
     if hit is not None:
         return hit
-    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir)
+    if warm is None:
+        warm = not getattr(gobj, "per_request", False)
+    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, warm)
     if cache_dir is not False:
         _MEMO[memo_key] = cg
     while len(_MEMO) > 8:
         _MEMO.pop(next(iter(_MEMO)))
     return cg
 
+
+# lexer automata shared by the lazily compiled grammars of this process (CompiledGrammar(share=True)),
+# by context signature, least recently used first; each holds its token walks (``shared_walks``)
+SHARED_DFA_LIMIT = 256
+_SHARED_DFAS: OrderedDict[tuple, LexerDFA] = OrderedDict()
+_DFA_SERIAL = itertools.count(1)
+
+
+def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> LexerDFA:
+    """The process-wide automaton of a context with these terminals (built by ``build()`` on a miss).
+
+    The key holds each terminal's name and regexp, in Lark's order, the ignore flags, the keyword
+    ("unless") map and whether any terminal of the grammar names non-ASCII characters (which fixes
+    how partial UTF-8 characters are read).  Guards name terminals of other contexts, so a grammar
+    whose terminal of some name has another regexp than the one the shared automaton knows gets a
+    private automaton instead."""
+    terms, unless, ignore, n_main = spec
+    explicit = any(a.nonascii for a in universe)
+    key = (tuple((t.name, t.pattern.to_regexp()) for t in terms), tuple(ignore),
+           tuple(sorted((k, tuple(v)) for k, v in unless.items())), n_main, explicit)
+    dfa = _SHARED_DFAS.get(key)
+    if dfa is not None:
+        if any(dfa._uni.get(a.name, a).regexp != a.regexp for a in universe):
+            private = build()
+            private.serial = next(_DFA_SERIAL)
+            return private
+        for a in universe:
+            dfa._uni.setdefault(a.name, a)
+        _SHARED_DFAS.move_to_end(key)
+        return dfa
+    dfa = build()
+    dfa.serial = next(_DFA_SERIAL)
+    _SHARED_DFAS[key] = dfa
+    while len(_SHARED_DFAS) > SHARED_DFA_LIMIT:
+        _SHARED_DFAS.popitem(last=False)
+    return dfa
+
+
+# the byte tables of the vocabularies compiled against in this process, by (fingerprint, EOS ids)
+_VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}
 
 # compiled grammars already built in this process (their warm walks and mask caches are reused)
 _MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
@@ -776,17 +918,20 @@ def _cache_external(lark_obj: Any) -> tuple[Any, Any]:
 
 
 def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
-                      cache_dir: str | os.PathLike | None | bool) -> CompiledGrammar:
+                      cache_dir: str | os.PathLike | None | bool, warm: bool = True) -> CompiledGrammar:
     """Compile, reading / writing the disk cache (a data-only file: :mod:`gad.engine.cachefile`).
 
     A cache file is used only when its header names this very key, grammar sha256, start symbol,
     vocabulary fingerprint and engine version and its content decodes to a complete compiled grammar;
     anything else (foreign, corrupt, older format — including the pickle files of earlier gad versions) is rebuilt and
     replaced.  An unsafe cache folder (see :func:`gad.engine.cachefile.folder_is_unsafe`) is neither
-    read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.
+    read nor written, with one :class:`gad.errors.UnsafeCacheWarning`.  ``warm=False``: no file is
+    read or written (nothing heavy is built up front).
     """
     path: Path | None = None
     ident: dict[str, Any] = {}
+    if not warm:
+        return CompiledGrammar(lark_obj, vocab, gobj, start, share=True)
     if cache_dir is not False:
         base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
         folder = base / "compiled"
@@ -845,7 +990,7 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_roots", "_stk_parent",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_roots", "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats"})
 

@@ -41,6 +41,10 @@ from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, Automa
 DEAD = 0
 START = 1
 
+# terminal automata already built in this process, by (name, regexp), oldest first
+AUTOMATA_CACHE_SIZE = 4096
+_AUTOMATA: dict[tuple[str, str], TerminalAutomaton] = {}
+
 # UTF-8 lead byte -> (continuation bytes still needed, allowed range of the next byte)  (RFC 3629 §4)
 _LEAD: dict[int, tuple[int, int, int]] = {}
 for _b in range(0xC2, 0xE0):
@@ -67,15 +71,30 @@ class TerminalAutomaton:
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
+    _ascii: np.ndarray | None = field(default=None, repr=False)
+    _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
-        """Parse ``regexp`` with interegular.
+        """Parse ``regexp`` with interegular; one shared object per ``(name, regexp)`` in a process
+        (its step memo then serves every grammar that has the terminal).
 
         Raises:
             UnsupportedGrammarError: lookarounds, back-references or other constructs interegular
                 cannot turn into a finite automaton.
         """
+        key = (name, regexp)
+        hit = _AUTOMATA.get(key)
+        if hit is not None:
+            return hit
+        a = cls._build(name, regexp)
+        _AUTOMATA[key] = a
+        while len(_AUTOMATA) > AUTOMATA_CACHE_SIZE:
+            _AUTOMATA.pop(next(iter(_AUTOMATA)))
+        return a
+
+    @classmethod
+    def _build(cls, name: str, regexp: str) -> TerminalAutomaton:
         try:
             fsm = regex_fsm(regexp)
         except AutomatonTooLarge:
@@ -108,7 +127,16 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None, "_prefixes": None}
+
+    def ascii_classes(self) -> np.ndarray:
+        """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
+        classes step alike from every state)."""
+        r = self._ascii
+        if r is None:
+            alpha = self.fsm.alphabet
+            r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
+        return r
 
     def step(self, state: int, ch: str | object) -> int:
         """Next live state after character ``ch`` (or ``anything_else``), -1 if dead."""
@@ -128,6 +156,19 @@ class TerminalAutomaton:
             r = any(t in self.live for t in self.fsm.map.get(cast(Any, state), {}).values())
             self._ext[state] = r
         return r
+
+    def nonascii_prefixes(self) -> frozenset[bytes]:
+        """The proper prefixes (1 to n-1 bytes) of the UTF-8 encodings of the non-ASCII characters
+        the automaton names explicitly."""
+        r = self._prefixes
+        if r is None:
+            r = self._prefixes = frozenset(c.encode("utf-8")[:k] for c in self.nonascii
+                                           for k in range(1, len(c.encode("utf-8"))))
+        return r
+
+    def explicit_leads(self) -> frozenset[int]:
+        """First bytes of the UTF-8 encodings of the non-ASCII characters the automaton names."""
+        return frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
 
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
@@ -168,6 +209,8 @@ class LexerDFA:
     """
 
     table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
+    serial: int  # process-wide number of a shared automaton (gad.engine.compiler), 0 otherwise
+    shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
 
@@ -189,6 +232,8 @@ class LexerDFA:
         self.forks: list[tuple[int, frozenset]] = []
         self._fork_index: dict[tuple[int, frozenset], int] = {}
         self.fork_ok_byte: list[np.ndarray] = []
+        self.serial = 0
+        self.shared_walks = {}
         self._build()
 
     # ----------------------------------------------------------------------------------- building
@@ -227,10 +272,10 @@ class LexerDFA:
                                        for t, st in zip(self.terms[:self.n_main], main)):
                 return None
             n, lo, hi = lead
-            if self.explicit_nonascii:
+            if self.explicit_nonascii and self._explicit_prefix(key, bytes([b])):
                 return (main, best, guard, (bytes([b]),))
             return (main, best, guard, (n, lo, hi))
-        if self.explicit_nonascii:
+        if isinstance(pend[0], bytes):  # the bytes so far of a character some automaton names
             buf = pend[0] + bytes([b])
             n, lo, hi = _LEAD[buf[0]]
             pos = len(buf) - 1  # index of this continuation byte
@@ -238,15 +283,28 @@ class LexerDFA:
                 return None
             if len(buf) == n + 1:
                 return self._step_char(key, buf.decode("utf-8"))
-            if self._pending_live(main, buf):
+            if not self._pending_live(main, buf):
+                return None
+            if self._explicit_prefix(key, buf):
                 return (main, best, guard, (buf,))
-            return None
+            return (main, best, guard, (n - pos, 0x80, 0xBF))  # now only "any other character"
         n, lo, hi = pend
         if not lo <= b <= hi:
             return None
         if n == 1:
             return self._step_char(key, anything_else)
         return (main, best, guard, (n - 1, 0x80, 0xBF))
+
+    def _explicit_prefix(self, key: tuple, buf: bytes) -> bool:
+        """Does an automaton alive in state ``key`` (a live terminal or a guard's) name a non-ASCII
+        character whose UTF-8 encoding starts with ``buf``?  If none does, the character being read
+        can only be "any other character" for all of them, and its bytes need not be remembered
+        (a 4-byte character would otherwise leave one state per prefix: 20,000 per lexer state)."""
+        main, _, guard, _ = key
+        for t, st in zip(self.terms, main):
+            if st >= 0 and buf in t.nonascii_prefixes():
+                return True
+        return any(buf in self._uni[name].nonascii_prefixes() for name, _ in guard)
 
     def _pending_live(self, main: tuple[int, ...], buf: bytes) -> bool:
         for t, st in zip(self.terms[:self.n_main], main):
@@ -302,10 +360,13 @@ class LexerDFA:
         sig_to_rep: dict[tuple, int] = {}
         rep = [0] * 256
         terms = list(self._uni.values())
-        for b in range(256):
-            if b < 0x80:
-                sig: tuple = ("a",) + tuple(t.fsm.alphabet[chr(b)] for t in terms)
-            elif b in _LEAD:
+        if terms:  # ASCII: bytes whose columns of alphabet classes are equal, vectorised
+            cols = np.stack([t.ascii_classes() for t in terms], axis=1)  # (128, n_terms)
+            _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+            rep[:0x80] = first[inverse.reshape(-1)].tolist()
+        for b in range(0x80, 256):
+            sig: tuple
+            if b in _LEAD:
                 sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
             elif b <= 0xBF:
                 sig = ("c", b) if self.explicit_nonascii else ("c", b >= 0x90, b >= 0xA0)
@@ -313,6 +374,39 @@ class LexerDFA:
                 sig = ("x",)
             rep[b] = sig_to_rep.setdefault(sig, b)
         return rep
+
+    def _state_classes(self, key: tuple) -> tuple[list[int], list[int]]:
+        """(representative of each byte, the representatives) for state ``key``: bytes that every
+        automaton still alive in it (its live terminals and its guard's) treats alike step alike, so
+        only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
+        main, _, guard, pend = key
+        if pend:  # inside a UTF-8 character: only continuation bytes matter, ASCII bytes are dead
+            return self._rep, self._reps
+        alive = tuple(j for j, st in enumerate(main) if st >= 0)
+        # bytes >= 0x80: dead unless a live terminal can read a non-ASCII character here; then lead
+        # bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters an
+        # automaton names (kept apart); continuation and invalid bytes cannot start a character
+        hi_live = any(self.terms[j].nonascii_live(main[j]) for j in alive if j < self.n_main)
+        leads: frozenset[int] = frozenset()
+        if hi_live and self.explicit_nonascii:
+            leads = frozenset().union(*(self.terms[j].explicit_leads() for j in alive),
+                                      *(self._uni[n].explicit_leads() for n, _ in guard))
+        mk = (alive, frozenset(n for n, _ in guard), hi_live, leads)
+        r = self._class_memo.get(mk)
+        if r is None:
+            autos = [self.terms[j] for j in mk[0]] + [self._uni[n] for n in sorted(mk[1])]
+            rep = [0] * 256
+            if autos:
+                cols = np.stack([a.ascii_classes() for a in autos], axis=1)  # (128, n_alive)
+                _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+                rep[:0x80] = first[inverse.reshape(-1)].tolist()
+            by_class: dict[object, int] = {}
+            for b in range(0x80, 256):
+                lead = _LEAD.get(b)
+                sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
+                rep[b] = by_class.setdefault(sig, b)
+            r = self._class_memo[mk] = (rep, sorted(set(rep)))
+        return r
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
@@ -322,6 +416,7 @@ class LexerDFA:
         self._fork_list: list[int] = [-1, -1]
         self._rep = self._byte_classes()
         self._reps = sorted(set(self._rep))
+        self._class_memo: dict[tuple, tuple[list[int], list[int]]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -354,9 +449,9 @@ class LexerDFA:
     def _explore(self, first: int) -> None:
         """Build the rows of every state from ``first`` on (new ones are appended as found)."""
         i = max(first, START)
-        rep, reps = self._rep, self._reps
         while i < len(self._keys):
             key = self._keys[i]
+            rep, reps = self._state_classes(key)
             out: dict[int, int] = {}
             for b in reps:
                 nk = self._step(key, b)

@@ -8,6 +8,7 @@ terminals whose subset construction would explode.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import interegular
 import interegular.fsm as _ifsm
@@ -86,8 +87,33 @@ def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
         AutomatonTooLarge: more than ``max_states`` (default :data:`MAX_TERMINAL_STATES`) automaton
             states would be built (exponential subset construction or huge repetition counts).
         Any exception interegular raises for patterns it does not support.
+
+    Results are cached in this process by (regexp, budget) (:data:`FSM_CACHE_SIZE` entries, LRU).
     """
-    budget = [MAX_TERMINAL_STATES if max_states is None else max_states]
+    budget = MAX_TERMINAL_STATES if max_states is None else max_states
+    key = (regexp, budget)
+    with _crawl_lock:
+        hit = _FSM_CACHE.get(key)
+        if hit is not None:
+            _FSM_CACHE.move_to_end(key)
+            return hit
+    fsm = _build_fsm(regexp, budget)
+    with _crawl_lock:
+        _FSM_CACHE[key] = fsm
+        while len(_FSM_CACHE) > FSM_CACHE_SIZE:
+            _FSM_CACHE.popitem(last=False)
+    return fsm
+
+
+# Automata already built in this process, by (regexp, budget): the terminals of per-request grammars
+# recur (a JSON Schema's strings, numbers, punctuation), and validation and the lexer both need them.
+# interegular FSMs are not changed after construction, so one object serves every user.
+FSM_CACHE_SIZE = 4096
+_FSM_CACHE: OrderedDict[tuple[str, int], interegular.FSM] = OrderedDict()
+
+
+def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
+    budget = [max_states]
     with _crawl_lock:
         _ifsm.crawl = _budget_crawl(budget)
         try:

@@ -77,6 +77,7 @@ per value position; key terminals are disjoint literals plus the complement of t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -96,6 +97,7 @@ from gad.grammar.regex_ast import (
     RegexUnsupported,
     branches,
     has_anchor,
+    nullable,
     plain_group,
     strip_anchors,
     translate,
@@ -208,6 +210,9 @@ def _top(items: list) -> str:
         return _top(inner)
     items, start, end = strip_anchors(items)
     any_star = f"{UNIT}*"
+    if not (start and end) and nullable(items):  # a search that finds "" somewhere: every string
+        translate(items, _ECMA)  # (still refuse what has no automaton)
+        return any_star
     return ("" if start else any_star) + translate(items, _ECMA) + ("" if end else any_star)
 
 
@@ -557,7 +562,10 @@ class SchemaGrammar:
                             break
                 else:
                     order = [k for k in oi["order"] if k in v]
-                    keys = order + [k for k in v if k not in oi["child"]]
+                    # every other key follows as given: additional ones, and listed ones whose schema
+                    # admits no value (never dropped: the text must stay as invalid as the value)
+                    listed = set(order)
+                    keys = order + [k for k in v if k not in listed]
                     child = oi["child"]
                     add = oi["add"]
             out.append("{")
@@ -588,6 +596,19 @@ class SchemaGrammar:
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
             v = int(v)
         out.append(json.dumps(v, ensure_ascii=False))
+
+
+def _json_key(v: Any) -> Any:
+    """A hashable key equal for two values iff :func:`_json_eq` holds (1 and 1.0 alike, True apart)."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("num", v)  # Python: 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(v, dict):
+        return ("obj", frozenset((k, _json_key(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return ("arr", tuple(_json_key(x) for x in v))
+    return (type(v).__name__, v)
 
 
 def _json_eq(a: Any, b: Any) -> bool:
@@ -622,6 +643,7 @@ class _Gen:
         self.draft3 = "draft-03" in str(draft)
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
+        self.term_names: set[str] = set()
         self.term_defs: list[tuple[str, str]] = []
         self.keylits: dict[str, str] = {}
         self.lit_defs: list[tuple[str, str]] = []
@@ -650,11 +672,22 @@ class _Gen:
         self.n += 1
         return f"{prefix}{self.n}"
 
+    def content_name(self, prefix: str, text: str) -> str:
+        """A terminal name made from the terminal's own text (``S_1F0A…``): the same terminal gets
+        the same name in every schema's grammar, so that the compiler can share its lexer
+        automata and token walks across schemas (gad.engine.compiler, ``share``)."""
+        name = f"{prefix.upper()}_{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12].upper()}"
+        if name in self.term_names:  # a 48-bit collision: fall back to a counter
+            name = self.fresh(prefix.upper())
+        self.term_names.add(name)
+        return name
+
     def term(self, regex: str, prefix: str = "T", priority: int = 0) -> str:
+        """The terminal for ``regex`` (Lark priority ``priority``; 0 is Lark's default)."""
         key = regex if not priority else f"{regex}\0{priority}"
         name = self.terms.get(key)
         if name is None:
-            name = self.fresh(prefix.upper())
+            name = self.content_name(prefix, key)
             self.terms[key] = name
             self.term_defs.append((name if not priority else f"{name}.{priority}", regex))
         return name
@@ -1076,11 +1109,10 @@ class _Gen:
             raise InvalidSchemaError(f"cannot resolve a $ref: {e}", pointer=ptr) from None
         except Exception as e:  # noqa: BLE001 - e.g. referencing.exceptions.Unresolvable
             raise InvalidSchemaError(f"cannot check enum values: {type(e).__name__}: {e}", pointer=ptr) from None
-        uniq: list[Any] = []
+        uniq: dict[Any, Any] = {}  # (top-level type, JSON value): first spelling, in order
         for x in keep:
-            if not any(_json_eq(x, y) and type(x) is type(y) for y in uniq):
-                uniq.append(x)
-        return self.literal_parts(uniq, ptr)
+            uniq.setdefault((type(x), _json_key(x)), x)
+        return self.literal_parts(list(uniq.values()), ptr)
 
     def literal_parts(self, values: list[Any], ptr: str) -> _Parts:
         p = _Parts()
@@ -1453,7 +1485,7 @@ class _Gen:
         text = json.dumps(k, ensure_ascii=False)
         name = self.keylits.get(text)
         if name is None:
-            name = self.fresh("K")
+            name = self.content_name("K", text)
             self.keylits[text] = name
             lark_text = text.replace("\\", "\\\\").replace('"', '\\"')
             self.lit_defs.append((name, lark_text))

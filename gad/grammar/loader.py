@@ -20,6 +20,7 @@ Lark stack trace:
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -37,6 +38,7 @@ from lark.exceptions import LarkError, LexError, UnexpectedInput
 from lark.lexer import TerminalDef
 from lark.load_grammar import eval_escaping
 from lark.parsers.lalr_analysis import LALR_Analyzer
+from lark.utils import logger as lark_logger
 
 from gad.errors import (
     EmptyLanguageError,
@@ -48,6 +50,7 @@ from gad.errors import (
 )
 from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
+from gad.grammar.lalr_sets import lark_uses_fast_sets
 
 __all__ = ["Grammar"]
 
@@ -82,14 +85,37 @@ def _build_lark(text: str, start: str, path: str = "<string>") -> Lark:
     # terminal's automaton with interegular without any bound: two terminals such as
     # /(a|b)*a(a|b){20}/ and /c+/ made Lark run for hours.  gad checks each terminal itself under a
     # state budget (_check_terminals), so Lark's check is switched off while the parser is built.
+    # Lark resolves shift/reduce conflicts silently (as shift), with a debug log line: the line is
+    # counted (``_gad_shift_reduce``), so that gad's own conflict analysis runs only when there is one.
     with _LARK_LOCK:
         saved = lark_lexer.has_interegular
         lark_lexer.has_interegular = False
+        counter = _ConflictCounter()
+        saved_handlers, saved_level, saved_prop = lark_logger.handlers, lark_logger.level, lark_logger.propagate
+        lark_logger.handlers, lark_logger.propagate = [counter], False  # counted, never printed
+        lark_logger.setLevel(logging.DEBUG)
         try:
-            return lark.Lark(text, parser="lalr", lexer="contextual", start=start, maybe_placeholders=False,
-                             source_path=_source_path(path))
+            with lark_uses_fast_sets():
+                parser = lark.Lark(text, parser="lalr", lexer="contextual", start=start,
+                                   maybe_placeholders=False, source_path=_source_path(path))
         finally:
             lark_lexer.has_interegular = saved
+            lark_logger.setLevel(saved_level)
+            lark_logger.handlers, lark_logger.propagate = saved_handlers, saved_prop
+    parser._gad_shift_reduce = counter.n  # type: ignore[attr-defined]
+    return parser
+
+
+class _ConflictCounter(logging.Handler):
+    """Counts Lark's "Shift/Reduce conflict" log records (emitted only where Lark resolves one)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.n = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Shift/Reduce conflict" in str(record.msg):
+            self.n += 1
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,8 @@ class Grammar:
         kind: ``"lark"`` or ``"ebnf"`` (the source dialect).
         start: the start rule (Lark name): ``"start"`` by default for Lark, ``"root"`` for GBNF.
         sha256: hex digest of ``lark_text`` and ``start`` (keys on-disk caches).
+        per_request: made per request (``from_json_schema``, ``from_pydantic``, ``from_regex``):
+            :func:`gad.compile` then builds its automata lazily and writes no disk cache.
 
     Build with :meth:`from_file` or :meth:`from_string`; both validate eagerly (see module doc).
     """
@@ -112,6 +140,7 @@ class Grammar:
     start: str
     sha256: str = field(init=False)
     rule_names: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    per_request: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         digest = hashlib.sha256((self.lark_text + "\0" + self.start).encode("utf-8", "surrogatepass"))
@@ -151,6 +180,7 @@ class Grammar:
         sg = json_schema.convert(schema, whitespace=whitespace, strict=strict, lenient=lenient)
         g = cls.from_string(sg.lark_text, path="<json-schema>")
         g.__dict__["schema_grammar"] = sg  # .dumps(value) writes values in the accepted spelling
+        g.__dict__["per_request"] = True
         return g
 
     @classmethod
@@ -172,7 +202,9 @@ class Grammar:
             GrammarSyntaxError: not a valid Python regex.  UnsupportedGrammarError: lookarounds,
             back-references, inline flags, inner anchors.
         """
-        return cls.from_string(regex.regex_lark(pattern), path="<regex>")
+        g = cls.from_string(regex.regex_lark(pattern), path="<regex>")
+        g.__dict__["per_request"] = True
+        return g
 
     @classmethod
     def from_name_or_file(cls, spec: str | os.PathLike[str]) -> Grammar:
@@ -310,7 +342,8 @@ class Grammar:
 
     def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
         parser = self._construct(source_text, positions)
-        self._check_conflicts(parser, source_text, positions)
+        if getattr(parser, "_gad_shift_reduce", 1):  # Lark resolved a shift/reduce conflict: name it
+            self._check_conflicts(parser, source_text, positions)
         fsms = self._check_terminals(parser, source_text, positions)
         self._check_scanners(parser, source_text, positions)
         self._check_nonempty(parser, fsms, source_text, positions)
@@ -420,7 +453,9 @@ class Grammar:
             UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
         """
         lexer = parser.parser.lexer
-        for bl in [*getattr(lexer, "lexers", {}).values(), getattr(lexer, "root_lexer", lexer)]:
+        # the root lexer's scanner holds every terminal's pattern (each wrapped in its own named
+        # group, so a context's scanner, a subset of them, compiles whenever this one does)
+        for bl in [getattr(lexer, "root_lexer", lexer)]:
             try:
                 bl.scanner  # noqa: B018 - the property builds and caches the scanner
             except re.error as e:

@@ -173,3 +173,18 @@ def test_random_grammars_agree_with_lark(g) -> None:
     except lark.exceptions.LarkError:
         assume(False)
     _check_against_lark(text, "abc", 5, extra=("ab", "bc", "ca", "abc"))
+
+
+def test_characters_no_automaton_names_leave_no_byte_states() -> None:
+    """A terminal naming a non-ASCII character ("é") makes the lexer remember the bytes of partial
+    characters; only prefixes of characters some live automaton names are kept apart, the rest are
+    "any other character": the context stays small (it had ~20,000 states per lexer state, one per
+    prefix of a 4-byte character) and gad still agrees with Lark on 1- to 4-byte characters."""
+    text = 'start: (S | E)+\nS: /"[^"]*"/\nE: "é"\n'
+    alphabet = 'aé\u20ac\U0001d11e"'
+    assert _check_against_lark(text, alphabet, 4) > 0
+    cg = _gad(lark.Lark(text, parser="lalr", lexer="contextual"), alphabet)
+    assert max(cg.ctx(c).n_states for c in range(len(cg._ctx_specs))) < 100
+    m = cg.matcher()
+    assert m.accept_bytes('"\U0001d11e\u20acé"é'.encode()) and m.is_accepting()
+    assert not cg.matcher().accept_bytes("\U0001d11e".encode())  # outside a string: only é

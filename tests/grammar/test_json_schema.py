@@ -60,6 +60,18 @@ def test_object_order_required_additional():
     assert strict.accepts('{"a":1,"b":"x"}') and not strict.accepts('{"b":"x","zz":1}')
 
 
+def test_property_admitting_no_value_stays_in_the_text():
+    """A listed property whose schema admits nothing (MaskBench Github_medium---o30959: an enum of
+    strings under type object) may not appear; ``dumps`` keeps it, so such a value is rejected."""
+    s = {"type": "object", "properties": {"a": {"enum": ["x", "y"], "type": "object"}, "b": {"type": "integer"}}}
+    c = Checker(s)
+    for value in ({"a": {"x": 1}, "b": 1}, {"b": 1, "a": "x"}, {"b": 2}, {"zz": 1, "b": 3}, {}):
+        text = c.sg.dumps(value)
+        assert json.loads(text) == value
+        assert c.accepts(text) is oracle(s, value), value
+    assert not c.accepts_value({"b": 1, "a": {}})
+
+
 def test_integer_ranges_exhaustive():
     for lo, hi, xlo, xhi in [(-13, 27, False, False), (0, 100, True, True), (-1005, -7, False, True),
                              (None, 12, False, False), (98, None, False, False)]:
@@ -338,13 +350,13 @@ def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, valu
 def test_pattern_properties_exact(schema):
     c = Checker(schema)
     assert not c.sg.dropped
-    keys = ["a", "x-b", "x-", "n", "k1", "z", "abc", "12", "A", "x-\u00e9", ""]
+    keys = ["a", "x-b", "x-é", "n", "k1", "z", "12", "A", ""]
     vals = [1, 3, "s", "", True, None, 2.5]
-    import itertools
-    for k1, k2 in itertools.product(keys, repeat=2):
-        for v1, v2 in [(1, "s"), (True, None), (3, 1), ("", True), (None, 2.5)]:
-            obj = {k1: v1, k2: v2}
-            assert c.accepts_value(obj) is oracle(schema, obj), (schema, obj, c.sg.dumps(obj))
+    for i, k1 in enumerate(keys):  # every pair of keys, values varied
+        for j, k2 in enumerate(keys[i:]):
+            v1, v2 = vals[(i + j) % 7], vals[(2 * i + j + 3) % 7]
+            for obj in ({k1: v1, k2: v2}, {k1: v2}, {k2: v1}):
+                assert c.accepts_value(obj) is oracle(schema, obj), (schema, obj, c.sg.dumps(obj))
     for v in vals:
         assert c.accepts_value({"k1": v, "z": v}) is oracle(schema, {"k1": v, "z": v})
     assert c.accepts_value({}) is oracle(schema, {})
