@@ -16,7 +16,11 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   order the schema writes them, then required names that ``properties`` does not list (in
   ``required`` order), then additional properties in any order.  An additional key never spells a
   listed property (the key terminal is the complement of the listed names), so a value cannot dodge
-  its property's schema.
+  its property's schema.  ``patternProperties``: one key terminal per pattern (a search over the
+  key's canonical spelling), exact when the patterns are pairwise disjoint (checked on the
+  automata; overlapping ones are refused); a listed name a pattern matches takes both schemas
+  (``allOf``), and keys no pattern matches fall to ``additionalProperties`` through a terminal at
+  Lark priority -1 (tried after the pattern terminals, so it only takes what they do not).
 * arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
   ``minItems``, ``maxItems``, ``uniqueItems: false``.
 * ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
@@ -29,14 +33,17 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   its value schemas are disjoint (a discriminator such as ``"kind": {"const": ...}``); under
   ``oneOf`` each pair must also be disjoint as sets of values (a discriminator, or a key one branch
   requires and the other forbids).  Each branch keeps its own property order; :meth:`dumps` writes
-  an object in the order of the first branch that validates it.  ``oneOf`` is exact when its branches are pairwise disjoint (checked on the
-  automata for strings and numbers, by kind otherwise); overlapping branches raise
+  an object in the order of the first branch that validates it.  ``oneOf`` is exact when its
+  branches are pairwise disjoint (checked on the automata for strings and numbers, by kind
+  otherwise); overlapping branches raise
   ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``).
 * ``$ref`` to ``#...`` JSON pointers (``$defs``, ``definitions``, any local path), recursive refs;
   siblings of ``$ref`` are ignored for drafts 04-07 (as those drafts say) and merged otherwise.
 * strings: ``pattern`` (a search, not a full match, as the spec says; ECMA-262 classes ``\\d`` =
   ``[0-9]``, ``\\w`` = ``[A-Za-z0-9_]``, ``\\s`` = ECMA white space, ``.`` excludes line
-  terminators), ``minLength`` / ``maxLength`` (code points), ``format``: date, time, date-time
+  terminators), ``minLength`` / ``maxLength`` (code points; a bound over 64 is a chain of
+  chunk terminals of 64 to 256 units, one rule per chunk, so no terminal needs thousands of
+  automaton states; bounds over 131,072 are refused), ``format``: date, time, date-time
   (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
@@ -51,12 +58,13 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
   Non-integer bounds on ``number``, and ``multipleOf``, are refused.
-* refused (``UnsupportedSchemaError``): ``patternProperties``, ``propertyNames``, ``min/maxProperties``,
-  ``dependencies``, ``dependentRequired``, ``dependentSchemas``, ``unevaluated*``, ``contains``,
-  ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``, ``$dynamicRef``, ``$recursiveRef``,
-  remote ``$ref``, formats the spec defines that gad does not implement, draft-03 ``extends`` /
-  ``disallow`` / ``divisibleBy`` (under a draft-03 ``$schema``; annotations otherwise).  Every other key is an annotation (title, description, ``x-...``
-  extensions and any keyword no draft defines: validators ignore them).
+* refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
+  ``min/maxProperties``, ``dependencies``, ``dependentRequired``, ``dependentSchemas``,
+  ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
+  ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
+  implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
+  ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
+  ``x-...`` extensions and any keyword no draft defines: validators ignore them).
 
 Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
 use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
@@ -118,7 +126,7 @@ _MAX_UNION_ALTS = 256
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
 _CHUNK = 64  # units per chunk terminal of a long length-bounded string
 _MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
-_MAX_CHAIN = 1024  # ... and bounds that would need chunks over _MAX_CHUNK are refused
+_MAX_CHAIN = 512  # ... (deeper chains overflow Lark's recursive LALR analysis); longer bounds are refused
 # one character of a length-bounded string (any escape except \/ and \u above U+001F)
 _LEN_UNIT = r'(?:[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f]))'
 
@@ -840,8 +848,15 @@ class _Gen:
     # ------------------------------------------------------------------------ value rules
     def value_rule(self, node: Any, ptr: str, memo_key: Any = None) -> str | None:
         """Name of the rule for values valid under ``node`` (None: no value is); memoised by
-        ``memo_key`` (default: the pointer, or the ``$ref`` target)."""
-        key: Any = ptr if memo_key is None else memo_key
+        ``memo_key`` (default: the pointer with the node's content, or the ``$ref`` target).
+
+        The content is part of the key because merged schemas keep one side's pointer: two
+        objects built from ``allOf: [{"$ref": base}]`` plus their own ``properties`` both name
+        their merged properties after ``base``'s pointer, with different schemas.
+        """
+        key: Any = memo_key
+        if key is None:
+            key = (ptr, json.dumps(node, sort_keys=True, default=str)) if isinstance(node, dict) else ptr
         if memo_key is not None:
             pass
         elif isinstance(node, dict) and "$ref" in node and all(k == "$ref" or _is_annotation(k) for k in node):

@@ -375,6 +375,21 @@ def test_pattern_properties_refused_when_overlapping():
     assert c.accept_bytes(b'{"ab":[]}') and c.is_accepting()
 
 
+def test_merged_properties_keep_their_own_schemas():
+    # both objects merge base's properties with their own "value": the merged properties carry
+    # base's pointer, so rules memoised by pointer alone gave the second "value" the first's schema
+    # (MaskBench JsonSchemaStore---coffeelint.json)
+    s = {"$schema": "http://json-schema.org/draft-04/schema#",
+         "definitions": {"base": {"type": "object", "properties": {"level": {"enum": ["warn", "error"]}}}},
+         "properties": {
+             "a": {"allOf": [{"$ref": "#/definitions/base"}], "properties": {"value": {"type": "integer"}}},
+             "b": {"allOf": [{"$ref": "#/definitions/base"}], "properties": {"value": {"enum": ["x", "y"]}}}}}
+    c = Checker(s)
+    for v in [{"a": {"level": "warn", "value": 4}, "b": {"value": "x"}}, {"b": {"value": 4}}, {"a": {"value": "x"}},
+              {"a": {"level": "no"}}, {"b": {"level": "error", "value": "y"}}]:
+        assert c.accepts_value(v) is oracle(s, v), v
+
+
 def test_unsupported_keyword_on_other_kind_is_ignored():
     # multipleOf constrains numbers only: on a string schema it is a no-op and nothing is dropped
     c = Checker({"type": "string", "multipleOf": 3, "minLength": 1})
