@@ -16,34 +16,55 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   order the schema writes them, then required names that ``properties`` does not list (in
   ``required`` order), then additional properties in any order.  An additional key never spells a
   listed property (the key terminal is the complement of the listed names), so a value cannot dodge
-  its property's schema.
+  its property's schema.  ``patternProperties``: one key terminal per pattern (a search over the
+  key's canonical spelling), exact when the patterns are pairwise disjoint (checked on the
+  automata; overlapping ones are refused); a listed name a pattern matches takes both schemas
+  (``allOf``), and keys no pattern matches fall to ``additionalProperties`` through a terminal at
+  Lark priority -1 (tried after the pattern terminals, so it only takes what they do not).
 * arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
   ``minItems``, ``maxItems``, ``uniqueItems: false``.
 * ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
-  distributed into ``anyOf`` / ``oneOf`` branches.  A union is exact when at most one branch admits
-  objects and at most one admits arrays (after merging; an unconstrained object / array branch
-  absorbs the others under ``anyOf``); string, number and literal branches are merged into one
-  terminal per kind.  ``oneOf`` is exact when its branches are pairwise disjoint (checked on the
-  automata for strings and numbers, by kind otherwise); overlapping branches raise
+  distributed into ``anyOf`` / ``oneOf`` branches.  String, number and literal branches are merged
+  into one terminal per kind; at most one branch may admit arrays (an unconstrained array branch
+  absorbs the others under ``anyOf``).  Object branches (an unconstrained one absorbs the others
+  under ``anyOf``) become the alternatives ``o_1 | o_2 | ...`` when that is exact and LALR(1):
+  every branch requires a property, and for each pair the keys they can write first (properties up
+  to the first required one, in order) are disjoint, or both write the same required key first and
+  its value schemas are disjoint (a discriminator such as ``"kind": {"const": ...}``); under
+  ``oneOf`` each pair must also be disjoint as sets of values (a discriminator, or a key one branch
+  requires and the other forbids).  Each branch keeps its own property order; :meth:`dumps` writes
+  an object in the order of the first branch that validates it.  ``oneOf`` is exact when its
+  branches are pairwise disjoint (checked on the automata for strings and numbers, by kind
+  otherwise); overlapping branches raise
   ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``).
 * ``$ref`` to ``#...`` JSON pointers (``$defs``, ``definitions``, any local path), recursive refs;
   siblings of ``$ref`` are ignored for drafts 04-07 (as those drafts say) and merged otherwise.
 * strings: ``pattern`` (a search, not a full match, as the spec says; ECMA-262 classes ``\\d`` =
   ``[0-9]``, ``\\w`` = ``[A-Za-z0-9_]``, ``\\s`` = ECMA white space, ``.`` excludes line
-  terminators), ``minLength`` / ``maxLength`` (code points), ``format``: date, time, date-time
+  terminators), ``minLength`` / ``maxLength`` (code points; a bound over 64 is a chain of
+  chunk terminals of 64 to 256 units, one rule per chunk, so no terminal needs thousands of
+  automaton states; bounds over 131,072 are refused), ``format``: date, time, date-time
   (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
   integers.  Two of pattern / length / format on one string need an automaton intersection and are
-  refused.
+  refused.  The formats the JSON Schema drafts define but gad does not implement (duration,
+  idn-email, idn-hostname, uri-reference, iri, iri-reference, uri-template, json-pointer,
+  relative-json-pointer, regex; draft-03's host-name, ip-address, color, ... under a draft-03
+  ``$schema``) are refused; any other name (``password``, ``byte``, ``topic`` ...) is unknown to
+  the spec and, as draft 2020-12 section 7.2 says, an annotation that validators (``jsonschema``
+  included) ignore, so it constrains nothing.
 * numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
   Non-integer bounds on ``number``, and ``multipleOf``, are refused.
-* refused (``UnsupportedSchemaError``): ``patternProperties``, ``propertyNames``, ``min/maxProperties``,
-  ``dependencies``, ``dependentRequired``, ``dependentSchemas``, ``unevaluated*``, ``contains``,
-  ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``, ``$dynamicRef``, ``$recursiveRef``,
-  remote ``$ref``, unknown formats.  Other keywords are annotations (title, description, ...).
+* refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
+  ``min/maxProperties``, ``dependencies``, ``dependentRequired``, ``dependentSchemas``,
+  ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
+  ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
+  implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
+  ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
+  ``x-...`` extensions and any keyword no draft defines: validators ignore them).
 
 Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
 use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
@@ -78,20 +99,34 @@ import jsonschema
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar.automata import regex_fsm
-
-try:  # Python >= 3.11
-    import re._constants as _sc
-    import re._parser as _sp
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _sc  # type: ignore[no-redef, unused-ignore]
-    import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
+from gad.grammar.regex_ast import (
+    MAX_CP,
+    Dialect,
+    RegexUnsupported,
+    branches,
+    has_anchor,
+    nullable,
+    plain_group,
+    strip_anchors,
+    translate,
+)
+from gad.grammar.regex_ast import complement as _complement
+from gad.grammar.regex_ast import contains as _contains
+from gad.grammar.regex_ast import intersect as _intersect
+from gad.grammar.regex_ast import norm as _norm
+from gad.grammar.regex_ast import parse as _parse_regex
+from gad.grammar.regex_ast import ranges_text as _ranges_text
+from gad.grammar.regex_ast import rx_lit as _rx_lit
 
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
-_MAX_CP = 0x10FFFF
+_MAX_CP = MAX_CP
 _MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
-_MAX_LENGTH = 300  # minLength / maxLength above this exceed the terminal automaton budget
+_MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
+_CHUNK = 64  # units per chunk terminal of a long length-bounded string
+_MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
+_MAX_CHAIN = 512  # ... (deeper chains overflow Lark's recursive LALR analysis); longer bounds are refused
 # one character of a length-bounded string (any escape except \/ and \u above U+001F)
 _LEN_UNIT = r'(?:[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f]))'
 
@@ -105,68 +140,6 @@ _SPECIAL_SET = frozenset(_SPECIALS)
 def _spell(c: str) -> str:
     """Canonical JSON spelling of one character (json.dumps, ensure_ascii=False)."""
     return json.dumps(c, ensure_ascii=False)[1:-1]
-
-
-def _rx_lit(s: str) -> str:
-    """``s`` as a regex literal usable inside a Lark ``/.../`` terminal."""
-    out = []
-    for c in s:
-        o = ord(c)
-        if c.isalnum() and o < 128:
-            out.append(c)
-        elif o < 0x20 or o == 0x7F:
-            out.append(f"\\x{o:02x}")
-        elif o < 128:
-            out.append("\\" + c if c in "\\.^$*+?{}[]|()/" else c)
-        else:
-            out.append(c)  # interegular takes raw non-ASCII characters (no \\u escapes)
-    return "".join(out)
-
-
-def _class_char(o: int) -> str:
-    c = chr(o)
-    if o < 0x20 or o == 0x7F:
-        return f"\\x{o:02x}"
-    if c in "\\]^-[/":
-        return "\\" + c
-    return c
-
-
-def _ranges_text(ranges: list[tuple[int, int]]) -> str:
-    parts = []
-    for lo, hi in ranges:
-        if lo == hi:
-            parts.append(_class_char(lo))
-        elif hi == lo + 1:
-            parts.append(_class_char(lo) + _class_char(hi))
-        else:
-            parts.append(_class_char(lo) + "-" + _class_char(hi))
-    return "".join(parts)
-
-
-def _norm(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out, prev = [], 0
-    for lo, hi in _norm(ranges):
-        if lo > prev:
-            out.append((prev, lo - 1))
-        prev = hi + 1
-    if prev <= _MAX_CP:
-        out.append((prev, _MAX_CP))
-    return out
-
-
-def _contains(ranges: list[tuple[int, int]], o: int) -> bool:
-    return any(lo <= o <= hi for lo, hi in ranges)
 
 
 _SPECIAL_RANGES = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
@@ -200,16 +173,6 @@ def _unit_set(ranges: list[tuple[int, int]]) -> str | None:
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
-def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    for lo1, hi1 in a:
-        for lo2, hi2 in b:
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo <= hi:
-                out.append((lo, hi))
-    return _norm(out)
-
-
 _ANY_RANGES = [(0, _MAX_CP)]
 UNIT = _unit_set(_ANY_RANGES) or ""
 # every RFC 8259 spelling of a string's content (used for unconstrained strings)
@@ -231,117 +194,34 @@ _CATEGORIES = {
 }
 
 
-class _PatternUnsupported(Exception):
-    pass
+#: JSON Schema patterns: ECMA-262 classes over the canonical units of a JSON string's content
+_ECMA = Dialect(char=lambda o: _rx_lit(_spell(chr(o))), chars=lambda r: _unit_set(r) or "(?!)",
+                categories=_CATEGORIES, dot=_complement(_LINE_TERM))
 
 
 def pattern_regex(pattern: str) -> str:
     """The content regex (canonical units) of strings in which ``pattern`` finds a match.
 
     Raises:
-        _PatternUnsupported: a construct without an exact automaton (lookaround, back-reference,
+        RegexUnsupported: a construct without an exact automaton (lookaround, back-reference,
             inline flags, anchors other than a leading ``^`` / trailing ``$``), or not a regex.
     """
-    try:
-        parsed = _sp.parse(pattern)
-    except Exception as e:  # noqa: BLE001 - re's error types vary across versions
-        raise _PatternUnsupported(f"not a regular expression Python can parse ({e})") from None
-    if parsed.state.flags & ~(_sc.SRE_FLAG_UNICODE):
-        raise _PatternUnsupported("inline flags such as (?i) are not supported")
-    return _top(list(parsed))
+    return _top(_parse_regex(pattern))
 
 
 def _top(items: list) -> str:
-    if len(items) == 1 and items[0][0] is _sc.BRANCH:
-        return "(?:" + "|".join(_top(list(b)) for b in items[0][1][1]) + ")"
-    if len(items) == 1 and items[0][0] is _sc.SUBPATTERN and not items[0][1][1] and not items[0][1][2]:
-        inner = list(items[0][1][3])
-        if len(inner) == 1 and inner[0][0] is _sc.BRANCH and _has_anchor(inner):
-            return _top(inner)
-    start = bool(items) and items[0][0] is _sc.AT and str(items[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
-    if start:
-        items = items[1:]
-    end = bool(items) and items[-1][0] is _sc.AT and str(items[-1][1]) in ("AT_END", "AT_END_STRING")
-    if end:
-        items = items[:-1]
-    body = _seq(items)
+    alts = branches(items)
+    if alts is not None:
+        return "(?:" + "|".join(_top(b) for b in alts) + ")"
+    inner = plain_group(items)
+    if inner is not None and branches(inner) is not None and has_anchor(inner):
+        return _top(inner)
+    items, start, end = strip_anchors(items)
     any_star = f"{UNIT}*"
-    return ("" if start else any_star) + body + ("" if end else any_star)
-
-
-def _has_anchor(items: list) -> bool:
-    for op, av in items:
-        if op is _sc.AT:
-            return True
-        if op is _sc.BRANCH and any(_has_anchor(list(b)) for b in av[1]):
-            return True
-        if op is _sc.SUBPATTERN and _has_anchor(list(av[3])):
-            return True
-    return False
-
-
-def _seq(items: list) -> str:
-    return "".join(_item(op, av) for op, av in items)
-
-
-def _item(op: Any, av: Any) -> str:
-    name = str(op)
-    if name == "LITERAL":
-        return _rx_lit(_spell(chr(av)))
-    if name == "NOT_LITERAL":
-        return _unit_set(_complement([(av, av)])) or "(?!)"
-    if name == "ANY":
-        return _unit_set(_complement(_LINE_TERM)) or ""
-    if name == "IN":
-        neg = False
-        ranges: list[tuple[int, int]] = []
-        for iop, iav in av:
-            n = str(iop)
-            if n == "NEGATE":
-                neg = True
-            elif n == "LITERAL":
-                ranges.append((iav, iav))
-            elif n == "RANGE":
-                ranges.append((iav[0], iav[1]))
-            elif n == "CATEGORY":
-                if str(iav) not in _CATEGORIES:
-                    raise _PatternUnsupported(f"character class {iav} is not supported")
-                ranges.extend(_CATEGORIES[str(iav)])
-            else:
-                raise _PatternUnsupported(f"class item {n} is not supported")
-        ranges = _complement(ranges) if neg else _norm(ranges)
-        u = _unit_set(ranges)
-        if u is None:
-            raise _PatternUnsupported("an empty character class")
-        return u
-    if name in ("MAX_REPEAT", "MIN_REPEAT"):
-        lo, hi, sub = av
-        inner = _seq(list(sub))
-        if not inner:
-            return ""
-        if hi is _sc.MAXREPEAT or hi == _sc.MAXREPEAT:
-            q = "*" if lo == 0 else ("+" if lo == 1 else f"{{{lo},}}")
-        elif lo == hi:
-            q = f"{{{lo}}}"
-        elif lo == 0 and hi == 1:
-            q = "?"
-        else:
-            q = f"{{{lo},{hi}}}"
-        return f"(?:{inner}){q}"
-    if name == "SUBPATTERN":
-        _gid, add, dele, sub = av
-        if add or dele:
-            raise _PatternUnsupported("inline flags in a group are not supported")
-        return "(?:" + _seq(list(sub)) + ")"
-    if name == "BRANCH":
-        return "(?:" + "|".join(_seq(list(b)) for b in av[1]) + ")"
-    if name == "CATEGORY":
-        if str(av) not in _CATEGORIES:
-            raise _PatternUnsupported(f"character class {av} is not supported")
-        return _unit_set(_CATEGORIES[str(av)]) or ""
-    if name == "AT":
-        raise _PatternUnsupported(f"anchor {av} inside the pattern (only a leading ^ and a trailing $)")
-    raise _PatternUnsupported(f"{name} (lookarounds, back-references, possessive repeats) has no exact automaton")
+    if not (start and end) and nullable(items):  # a search that finds "" somewhere: every string
+        translate(items, _ECMA)  # (still refuse what has no automaton)
+        return any_star
+    return ("" if start else any_star) + translate(items, _ECMA) + ("" if end else any_star)
 
 
 # ------------------------------------------------------------------------------------- formats
@@ -384,6 +264,14 @@ FORMATS: dict[str, str] = {
     "uuid": _UUID, "ipv4": _IPV4, "ipv6": _IPV6, "hostname": _HOSTNAME,
 }
 _INT_FORMATS = {"int32": (-(2 ** 31), 2 ** 31 - 1), "int64": (-(2 ** 63), 2 ** 63 - 1)}
+#: formats the JSON Schema drafts define that gad does not implement: refused (a validator may
+#: assert them, and MaskBench's labels do).  Any other name is unknown to the spec and, as
+#: draft 2020-12 section 7.2 says, an annotation that validators ignore.
+SPEC_FORMATS_REFUSED = frozenset({
+    "duration", "idn-email", "idn-hostname", "uri-reference", "iri", "iri-reference", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex"})
+#: draft-03 formats (asserted only under a draft-03 ``$schema``)
+_DRAFT3_FORMATS = frozenset({"host-name", "ip-address", "color", "utc-millisec", "phone", "style"})
 
 
 def format_checker() -> jsonschema.FormatChecker:
@@ -546,13 +434,33 @@ _ANNOTATIONS = frozenset({
     "$schema", "$id", "id", "$comment", "$anchor", "$vocabulary", "title", "description", "default",
     "examples", "example", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
     "contentSchema", "$defs", "definitions", "nullable_", "$dynamicAnchor", "$recursiveAnchor"})
+#: keywords with assertion semantics in some draft; any other key is an annotation (validators
+#: ignore unknown keywords, e.g. ``x-...`` extensions, ``markdownDescription``)
+_KEYWORDS = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+    "propertyNames", "minProperties", "maxProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems", "items", "prefixItems",
+    "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
+    "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
+    "pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy"})
+
+
+_DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
+
+
+def _is_annotation(kw: str) -> bool:
+    return kw in _ANNOTATIONS or kw not in _KEYWORDS
+
+
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
-    "patternProperties": {"object"}, "propertyNames": {"object"}, "minProperties": {"object"},
+    "propertyNames": {"object"}, "minProperties": {"object"},
     "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
     "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
     "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
     "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
+    "extends": None, "disallow": None, "divisibleBy": {"integer", "number"},  # draft-03
 }
 _KINDS = ("object", "array", "string", "number", "integer", "boolean", "null")
 _TYPE_KINDS = {"object": {"object"}, "array": {"array"}, "string": {"string"}, "number": {"number", "integer"},
@@ -574,11 +482,23 @@ class Dropped:
 _FALSE = object()  # a flattened schema that admits nothing
 
 
+@dataclass(frozen=True)
+class _Chunked:
+    """A string of ``lo``..``hi`` canonical units (``hi`` None: unbounded) with a bound over
+    :data:`_MAX_LENGTH`: one terminal would need ~6 automaton states per unit, so the grammar
+    spells it as a chain of terminals of ``k`` units each, then a last one of fewer than ``k``
+    units and the closing quote (see :meth:`_Gen.chunked_string`)."""
+
+    lo: int
+    hi: int | None
+    k: int
+
+
 @dataclass
 class _Parts:
     """What one value position admits, grouped by the first token's kind."""
 
-    string: str | None = None       # content regex; "*" = any spelling of any string
+    string: str | _Chunked | None = None  # content regex; "*" = any spelling of any string
     number: str | None = None       # full regex
     lits: set[str] = field(default_factory=set)  # "true", "false", "null"
     obj: str | None = None          # rule name
@@ -637,6 +557,11 @@ class SchemaGrammar:
             keys = list(v)
             child: dict[str, str | None] = {}
             add = None
+            if oi is not None and "union" in oi:  # the first branch that validates the value
+                branch = next((r for r, val in oi["union"] if val is not None and val.is_valid(v)),
+                              oi["union"][0][0])
+                self._dump(v, branch, indent, depth, out)
+                return
             if oi is not None:
                 if "lits" in oi:
                     for lit in oi["lits"]:
@@ -655,7 +580,11 @@ class SchemaGrammar:
             for i, k in enumerate(keys):
                 out.append(("," if i else "") + nl)
                 out.append(json.dumps(k, ensure_ascii=False) + ":" + (" " if indent else ""))
-                self._dump(v[k], child.get(k, add) if oi else None, indent, depth + 1, out)
+                r = child.get(k, add) if oi else None
+                if oi and k not in child and oi.get("pats"):
+                    spelled = json.dumps(k, ensure_ascii=False)
+                    r = next((pr for f, pr in oi["pats"] if f.accepts(spelled)), add)
+                self._dump(v[k], r, indent, depth + 1, out)
             out.append(end + "}")
             return
         if isinstance(v, list):
@@ -719,6 +648,7 @@ class _Gen:
         self.ws_mode = ws
         draft = root.get("$schema", "") if isinstance(root, dict) else ""
         self.old_ref = any(d in str(draft) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        self.draft3 = "draft-03" in str(draft)
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
         self.term_names: set[str] = set()
@@ -727,6 +657,8 @@ class _Gen:
         self.lit_defs: list[tuple[str, str]] = []
         self.memo: dict[Any, str | None] = {}
         self.obj_memo: dict[Any, str] = {}
+        self.obj_meta: dict[str, dict] = {}  # object rule -> props / req / addl (unions: members)
+        self.branch_schema: dict[str, Any] = {}  # union branch pointer -> its flattened schema
         self.arr_memo: dict[Any, str] = {}
         self.info: dict[str, dict] = {}
         self.work: list[Any] = []
@@ -758,12 +690,14 @@ class _Gen:
         self.term_names.add(name)
         return name
 
-    def term(self, regex: str, prefix: str = "T") -> str:
-        name = self.terms.get(regex)
+    def term(self, regex: str, prefix: str = "T", priority: int = 0) -> str:
+        """The terminal for ``regex`` (Lark priority ``priority``; 0 is Lark's default)."""
+        key = regex if not priority else f"{regex}\0{priority}"
+        name = self.terms.get(key)
         if name is None:
-            name = self.content_name(prefix, regex)
-            self.terms[regex] = name
-            self.term_defs.append((name, regex))
+            name = self.content_name(prefix, key)
+            self.terms[key] = name
+            self.term_defs.append((name if not priority else f"{name}.{priority}", regex))
         return name
 
     def punct(self, ch: str, lead: bool, trail: bool) -> str:
@@ -829,7 +763,7 @@ class _Gen:
                     flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
-            if kw in _ANNOTATIONS:
+            if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
                 continue
             if kw == "const":
                 kw, v = "enum", [v]
@@ -912,13 +846,23 @@ class _Gen:
         return out
 
     # ------------------------------------------------------------------------ value rules
-    def value_rule(self, node: Any, ptr: str) -> str | None:
-        """Name of the rule for values valid under ``node`` (None: no value is)."""
-        key: Any = ptr
-        if isinstance(node, dict) and "$ref" in node and all(k == "$ref" or k in _ANNOTATIONS for k in node):
+    def value_rule(self, node: Any, ptr: str, memo_key: Any = None) -> str | None:
+        """Name of the rule for values valid under ``node`` (None: no value is); memoised by
+        ``memo_key`` (default: the pointer with the node's content, or the ``$ref`` target).
+
+        The content is part of the key because merged schemas keep one side's pointer: two
+        objects built from ``allOf: [{"$ref": base}]`` plus their own ``properties`` both name
+        their merged properties after ``base``'s pointer, with different schemas.
+        """
+        key: Any = memo_key
+        if key is None:
+            key = (ptr, json.dumps(node, sort_keys=True, default=str)) if isinstance(node, dict) else ptr
+        if memo_key is not None:
+            pass
+        elif isinstance(node, dict) and "$ref" in node and all(k == "$ref" or _is_annotation(k) for k in node):
             _t, tptr = self.resolve(node["$ref"], ptr)
             key = ("ref", tptr)
-        elif node is True or (isinstance(node, dict) and all(k in _ANNOTATIONS for k in node)):
+        elif node is True or (isinstance(node, dict) and all(_is_annotation(k) for k in node)):
             return self.any_value()
         if key in self.memo:
             return self.memo[key]
@@ -938,7 +882,9 @@ class _Gen:
             alts.append(p.obj)
         if p.arr:
             alts.append(p.arr)
-        if p.string is not None:
+        if isinstance(p.string, _Chunked):
+            alts.append(self.chunked_string(p.string))
+        elif p.string is not None:
             alts.append(self.term(JSON_STRING if p.string == "*" else f'"{p.string}"', "S"))
         if p.number is not None:
             alts.append(self.term(p.number, "N"))
@@ -986,11 +932,13 @@ class _Gen:
             p = self.parts(None, bptr, sub)
             if not p.empty():
                 alts.append((p, bptr))
+                self.branch_schema[bptr] = sub
         return self.combine(alts, kw, uptr, base)
 
     def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
         out = _Parts()
         one_of = kw == "oneOf"
+        objs: list[tuple[str, bool, Any, str]] = []
         for p, bptr in alts:
             for lit in p.lits:
                 if lit in out.lits and one_of:
@@ -1002,6 +950,16 @@ class _Gen:
                 if out.string is None:
                     out.string = p.string
                     out.where["string"] = bptr
+                elif isinstance(out.string, _Chunked) or isinstance(p.string, _Chunked):
+                    if not one_of and "*" in (out.string, p.string):
+                        out.string = "*"
+                    elif not one_of and out.string == p.string:
+                        pass
+                    else:
+                        self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr}: a "
+                                                   f"length bound over {_MAX_LENGTH} is a chain of terminals "
+                                                   "and cannot be merged with another string branch")
+                        out.string = "*"
                 else:
                     if one_of and self.overlap('"' + _cx(out.string) + '"', '"' + _cx(p.string) + '"'):
                         self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr} overlap "
@@ -1017,7 +975,9 @@ class _Gen:
                                                    "(oneOf is exact only over disjoint branches)")
                     out.number = JSON_NUMBER if JSON_NUMBER in (out.number, p.number) \
                         else f"(?:{out.number}|{p.number})"
-            for kind in ("obj", "arr"):
+            if p.obj is not None:
+                objs.append((p.obj, p.obj_any, p.obj_key, bptr))
+            for kind in ("arr",):
                 r = getattr(p, kind)
                 if r is None:
                     continue
@@ -1039,18 +999,113 @@ class _Gen:
                     setattr(out, kind, r)
                     setattr(out, kind + "_any", True)
                     continue
-                what = "objects" if kind == "obj" else "arrays"
-                self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit {what}; a union "
-                                           f"of two {what} schemas is not supported")
-                # lenient: the node without this union (drops the keyword, never narrows)
-                wide = self.parts(None, uptr, base) if base is not None else None
-                r = getattr(wide, kind) if wide is not None else None
-                if r is None:
-                    r = self.any_object() if kind == "obj" else self.any_array()
-                setattr(out, kind, r)
-                setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
-                setattr(out, kind + "_key", ("wide", uptr))
+                self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit arrays; a union "
+                                           "of two arrays schemas is not supported")
+                self.widen(out, kind, uptr, base)
+        if objs:
+            self.combine_objects(out, objs, kw, uptr, base)
         return out
+
+    def widen(self, out: _Parts, kind: str, uptr: str, base: Any) -> None:
+        """lenient: the node without this union (drops the keyword, never narrows)."""
+        wide = self.parts(None, uptr, base) if base is not None else None
+        r = getattr(wide, kind) if wide is not None else None
+        if r is None:
+            r = self.any_object() if kind == "obj" else self.any_array()
+        setattr(out, kind, r)
+        setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
+        setattr(out, kind + "_key", ("wide", uptr))
+
+    def combine_objects(self, out: _Parts, objs: list[tuple[str, bool, Any, str]], kw: str, uptr: str,
+                        base: Any) -> None:
+        """The object alternative of a union: one branch, an unconstrained one (``anyOf``), or an
+        exact union of object rules (:meth:`object_union`)."""
+        one_of = kw == "oneOf"
+        uniq: list[tuple[str, bool, Any, str]] = []
+        for o in objs:
+            dup = next((u for u in uniq if u[0] == o[0] or (u[2] is not None and u[2] == o[2])), None)
+            if dup is not None:
+                if one_of:
+                    self.unsupported(uptr, kw, f"branches {dup[3]} and {o[3]} admit the same values")
+                continue
+            uniq.append(o)
+        anys = [u for u in uniq if u[1]]
+        pick = uniq[0] if len(uniq) == 1 else anys[0] if anys and not one_of else None
+        if pick is not None:
+            out.obj, out.obj_any, out.obj_key = pick[0], pick[1], pick[2]
+            out.where["obj"] = pick[3]
+            return
+        rule, why = self.object_union(uniq, one_of)
+        if rule is None:
+            self.unsupported(uptr, kw, f"branches {uniq[0][3]} and {uniq[1][3]} both admit objects; a union of "
+                                       f"objects schemas is exact only when the first key (or a required first "
+                                       f"key's value) tells the branches apart: {why}")
+            self.widen(out, "obj", uptr, base)
+            return
+        out.obj, out.obj_any, out.obj_key = rule, False, ("union", rule)
+        out.where["obj"] = uniq[0][3]
+
+    def object_union(self, objs: list[tuple[str, bool, Any, str]], one_of: bool) -> tuple[str | None, str]:
+        """``(rule, "")``: a rule for the union of the object rules in ``objs``; ``(None, why)`` when it
+        would not be exact.
+
+        The grammar is ``o_1 | o_2 | ...``; it is LALR(1) and lexically unambiguous when every branch
+        has a required property (so no branch is ``{}`` or starts with an additional key) and, for
+        each pair, the keys a branch can write first (its properties up to the first required one)
+        are disjoint, or both branches write the same required key ``k`` first and ``k``'s value
+        schemas are disjoint (a discriminator: ``{"kind": {"const": "a"}, ...}``).  For ``oneOf`` the
+        branches must also be disjoint as sets of values: a discriminator, or a key one branch
+        requires that the other forbids (closed object without it, or its schema ``false``).
+        """
+        members: list[tuple[str, dict, Any]] = []
+        for r, _any, _key, bptr in objs:
+            meta = self.obj_meta.get(r)
+            if meta is None:
+                return None, f"branch {bptr} is not a plain object schema"
+            if "union" in meta:
+                members.extend(meta["union"])
+            else:
+                sub = self.branch_schema.get(bptr)
+                members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
+        firsts: list[list[str]] = []
+        for _r, meta, _v in members:
+            fk = _first_keys(meta)
+            if fk is None:
+                return None, f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
+            firsts.append(fk)
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                a, b = members[i][1], members[j][1]
+                shared = set(firsts[i]) & set(firsts[j])
+                if shared:
+                    k = next(iter(shared))
+                    if not (firsts[i] == firsts[j] == [k]):
+                        return None, f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
+                    if not self.values_disjoint(a, b, k):
+                        return None, (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
+                                      "its values overlap")
+                elif one_of and not (_excludes(a, b) or _excludes(b, a)):
+                    return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        name = self.fresh("ou")
+        self.rules[name] = [r for r, _m, _v in members]
+        self.obj_meta[name] = {"union": members}
+        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
+        return name, ""
+
+    def values_disjoint(self, a: dict, b: dict, k: str) -> bool:
+        """No value is valid under both branches' schemas of property ``k``, and their first
+        terminals are pairwise disjoint (checked on the automata)."""
+        pa = self.parts(*_prop_schema(a, k))
+        pb = self.parts(*_prop_schema(b, k))
+        if (pa.obj and pb.obj) or (pa.arr and pb.arr) or (pa.lits & pb.lits):
+            return False
+        if pa.string is not None and pb.string is not None:
+            if isinstance(pa.string, _Chunked) or isinstance(pb.string, _Chunked) or \
+                    self.overlap('"' + _cx(pa.string) + '"', '"' + _cx(pb.string) + '"'):
+                return False
+        if pa.number is not None and pb.number is not None and self.overlap(pa.number, pb.number):
+            return False
+        return True
 
     def overlap(self, r1: str, r2: str) -> bool:
         try:
@@ -1183,7 +1238,7 @@ class _Gen:
             self.array_part(flat, ptr, p)
         return p
 
-    def string_content(self, flat: dict, ptr: str) -> str | None:
+    def string_content(self, flat: dict, ptr: str) -> str | _Chunked | None:
         pp = flat["_ptr"]
         lo = flat.get("minLength", 0)
         hi = flat.get("maxLength")
@@ -1193,11 +1248,10 @@ class _Gen:
         if hi is not None and lo > hi:
             return None
         if fmt is not None and fmt not in FORMATS:
-            if fmt in _INT_FORMATS:
-                fmt = None
-            else:
-                self.unsupported(pp.get("format", ptr), "format", f"unknown string format {fmt!r}")
-                fmt = None
+            if fmt in SPEC_FORMATS_REFUSED or (self.draft3 and fmt in _DRAFT3_FORMATS):
+                self.unsupported(pp.get("format", ptr), "format", f"the string format {fmt!r} (defined by "
+                                 "JSON Schema) is not implemented")
+            fmt = None  # not a format the spec defines: an annotation (draft 2020-12 section 7.2)
         n_constraints = sum([has_len, fmt is not None, pat is not None])
         if n_constraints > 1:
             kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
@@ -1210,21 +1264,56 @@ class _Gen:
         if pat is not None:
             try:
                 return pattern_regex(pat)
-            except _PatternUnsupported as e:
+            except RegexUnsupported as e:
                 self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
                 return "*"
         if fmt is not None:
             return FORMATS[fmt]
         if has_len:
             if max(lo, hi or 0) > _MAX_LENGTH:
-                kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
-                self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_LENGTH} needs more automaton "
-                                                      "states than gad's per-terminal budget")
-                return "*"
+                k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
+                if k > _MAX_CHUNK:
+                    kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
+                    self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
+                                                          "needs more chunk terminals than gad's budget")
+                    return "*"
+                return _Chunked(lo, hi, k)
             if hi is None:
                 return f"(?:{_LEN_UNIT}){{{lo},}}"
             return f"(?:{_LEN_UNIT}){{{lo},{hi}}}"
         return "*"
+
+    def chunked_string(self, c: _Chunked) -> str:
+        """Rule for a JSON string of ``c.lo``..``c.hi`` canonical units, as a chain
+        ``s_i -> C s_{i+1} | E_i``: after ``i`` chunks of exactly ``k`` units (terminal ``C``, the
+        first one with the opening quote), ``E_i`` is the rest, fewer than ``k`` units (at least
+        ``lo - i k``, at most ``hi - i k``), and the closing quote.  ``C`` and ``E_i`` are disjoint
+        and at any point at most one of them can still match (``E_i`` needs a quote within
+        ``k - 1`` units, ``C`` needs ``k`` units without one), so the split is unique and the
+        lexer never has to choose."""
+        name = f"ls_{c.lo}_{'inf' if c.hi is None else c.hi}_{c.k}"
+        if name in self.rules:
+            return name
+        k, lo, hi = c.k, c.lo, c.hi
+        unit = f"(?:{_LEN_UNIT})"
+        # chunks needed before the tail can take over (unbounded above: the last rule loops)
+        last = (hi // k) if hi is not None else max(1, -(-lo // k))
+
+        def rn(i: int) -> str:
+            return name if i == 0 else f"{name}_{i}"
+
+        for i in range(last + 1):
+            q = '"' if i == 0 else ""
+            a = max(0, lo - i * k)
+            b = k - 1 if hi is None else min(k - 1, hi - i * k)
+            alts = []
+            if a <= b:
+                alts.append(self.term(f"{q}{unit}{{{a},{b}}}\"", "S"))
+            nxt = rn(i + 1) if hi is not None or i < last else rn(i)
+            if hi is None or (i + 1) * k <= hi:
+                alts.append(f"{self.term(q + unit + '{' + str(k) + '}', 'S')} {nxt}")
+            self.rules[rn(i)] = alts
+        return name
 
     def number_regex(self, flat: dict, ptr: str, integer: bool) -> str | None:
         pp = flat["_ptr"]
@@ -1267,34 +1356,87 @@ class _Gen:
         else:
             addl = not self.strict
         pp = flat["_ptr"]
-        if not props and not req and addl is True:
+        pats = self.key_patterns(flat, ptr)
+        if pats is None:  # lenient: patternProperties dropped; its keys may then be anything
+            pats, addl = [], True
+        if not props and not req and addl is True and not pats:
             p.obj, p.obj_any, p.obj_key = self.any_object(), True, "any"
             return
-        key = json.dumps([props, req, addl, pp.get("properties", ptr)], sort_keys=True, default=str)
+        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats]],
+                         sort_keys=True, default=str)
         if key in self.obj_memo:
             p.obj, p.obj_key = self.obj_memo[key], key
             return
         name = self.fresh("o")
         self.obj_memo[key] = name
+        self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr,
+                               "pats": pats}
         p.obj, p.obj_key = name, key
         self.info[name] = {"obj": None}
-        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr))
+        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats))
 
-    def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str) -> None:
+    def key_patterns(self, flat: dict, ptr: str) -> list[tuple[str, Any, str, str]] | None:
+        """``patternProperties`` as ``[(pattern, schema, key regex, pointer)]``: the key regex is the
+        canonical JSON string (quotes included) in which the pattern finds a match.  Exact when the
+        patterns are pairwise disjoint (checked on the automata), so that each key matches at most
+        one; otherwise refused (None under ``lenient``)."""
+        pats = flat.get("patternProperties")
+        if not pats:
+            return []
+        pptr = flat["_ptr"].get("patternProperties", ptr)
+        if not isinstance(pats, dict):
+            raise InvalidSchemaError("patternProperties must be an object", pointer=pptr)
+        out: list[tuple[str, Any, str, str]] = []
+        for pat, sch in pats.items():
+            try:
+                rx = '"' + pattern_regex(pat) + '"'
+            except RegexUnsupported as e:
+                self.unsupported(pptr, "patternProperties", f"{pat!r}: {e}")
+                return None
+            for other, _s, orx, _p in out:
+                if self.overlap(rx, orx):
+                    self.unsupported(pptr, "patternProperties", f"the patterns {other!r} and {pat!r} match a "
+                                     "common key (overlapping patterns need an automaton intersection)")
+                    return None
+            out.append((pat, sch, rx, _ptr_join(pptr, "patternProperties", pat)))
+        return out
+
+    def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str,
+                     pats: list[tuple[str, Any, str, str]]) -> None:
+        fsms = [(regex_fsm(rx), sch, pp_ptr) for _pat, sch, rx, pp_ptr in pats]
+
+        def key_rule(k: str, own: Any, own_ptr: str) -> str | None:
+            """The value rule of key ``k``: its own schema and every pattern it matches."""
+            spelled = json.dumps(k, ensure_ascii=False)
+            hits = [(sch, pp_ptr) for f, sch, pp_ptr in fsms if f.accepts(spelled)]
+            if not hits:
+                return self.value_rule(own, own_ptr) if own is not False else None
+            node = {"allOf": ([] if own is True else [own]) + [sch for sch, _p in hits]}
+            return self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+
         entries: list[tuple[str, str | None, bool]] = []
         for k, s in props.items():
-            r = self.value_rule(s, _ptr_join(pptr, "properties", k))
-            entries.append((k, r, k in req))
+            entries.append((k, key_rule(k, s, _ptr_join(pptr, "properties", k)), k in req))
         for k in req:
             if k not in props:
-                r = self.value_rule(addl, _ptr_join(ptr, "additionalProperties")) if addl is not False else None
-                entries.append((k, r, True))
+                entries.append((k, key_rule(k, addl, _ptr_join(ptr, "additionalProperties")), True))
         add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
         if any(r is None and q for _k, r, q in entries):
             self.rules[name] = [name]  # a required property admits no value: no object is valid
             return
         live = [(k, r, q) for k, r, q in entries if r is not None]
         banned = [k for k, r, _q in entries if r is None]  # properties whose schema admits nothing
+        # pattern keys: one terminal per pattern (pairwise disjoint), at Lark's default priority so
+        # that a listed name it matches is retyped to the name's literal (the keyword rule); keys no
+        # pattern matches fall to an additional-key terminal at priority -1, tried after them all
+        pat_items = [(self.term(rx, "K"), self.value_rule(sch, pp_ptr)) for _pat, sch, rx, pp_ptr in pats]
+        if pats and banned:
+            self.unsupported(pats[0][3], "patternProperties", f"the properties {banned} admit no value; with "
+                             "patternProperties their names would need an automaton difference")
+        if addl is not False and any(r is None for _t, r in pat_items):
+            self.unsupported(pats[0][3], "patternProperties", "a pattern whose schema admits no value beside "
+                             "additional properties would need an automaton difference")
+        free_items = [f"{t} {{colon}} {r}" for t, r in pat_items if r is not None]
         comma = self.punct(",", True, True)
         colon = self.punct(":", True, True)
         n = len(live)
@@ -1303,12 +1445,18 @@ class _Gen:
         # listed key is then in each key context, so Lark's keyword rule lexes a listed name as its
         # own terminal and the additional-key terminal never stands for a listed property.
         last_req = max((i for i, (_k, _r, q) in enumerate(live) if q), default=-1)
-        stop = n if add_rule is None else last_req + 1
-        free: dict[int, str] = {}
         if add_rule is not None:
-            okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+            if pats:
+                okey = self.term(f'"{UNIT}*"', "K", priority=-1)
+            else:
+                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+            free_items.append(f"{okey} {{colon}} {add_rule}")
+        free_items = [x.replace("{colon}", colon) for x in free_items]
+        stop = n if not free_items else last_req + 1
+        free: dict[int, str] = {}
+        if free_items:
             item = f"{name}_it"
-            self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + [f"{okey} {colon} {add_rule}"]
+            self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + free_items
             free = {0: f"{name}_a0", 1: f"{name}_a1"}
             self.rules[free[0]] = ["", f"{item} {free[1]}"]
             self.rules[free[1]] = ["", f"{comma} {item} {free[1]}"]
@@ -1343,7 +1491,8 @@ class _Gen:
                     alts.append(f"{lb} {name}_ne0 {rb}")
         self.rules[name] = alts
         self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
-                                   "add": add_rule}}
+                                   "add": add_rule,
+                                   "pats": [(f, r) for (f, _s, _p), (_t, r) in zip(fsms, pat_items, strict=True)]}}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -1533,6 +1682,35 @@ class _Gen:
         for tname, lit in self.lit_defs:
             lines.append(f'{tname}: "{lit}"')
         return "\n".join(lines) + "\n"
+
+
+def _first_keys(meta: dict) -> list[str] | None:
+    """The keys an object rule can write first: its properties up to the first required one (the
+    grammar's order); None when it requires none."""
+    keys: list[str] = []
+    for k in meta["props"]:
+        keys.append(k)
+        if k in meta["req"]:
+            return keys
+    for k in meta["req"]:
+        return keys + [k]
+    return None
+
+
+def _prop_schema(meta: dict, k: str) -> tuple[Any, str]:
+    if k in meta["props"]:
+        return meta["props"][k], _ptr_join(meta["pptr"], "properties", k)
+    return meta["addl"], _ptr_join(meta["ptr"], "additionalProperties")
+
+
+def _excludes(a: dict, b: dict) -> bool:
+    """Some key ``a`` requires is one ``b`` forbids: no object is valid under both."""
+    for k in a["req"]:
+        if b["pats"] and k not in b["props"]:
+            continue
+        if b["props"].get(k, None if b["addl"] is False else True) in (False, None):
+            return True
+    return False
 
 
 def _cx(content: str) -> str:

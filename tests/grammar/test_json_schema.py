@@ -169,14 +169,20 @@ def test_one_of_disjoint_and_overlapping():
 
 
 @pytest.mark.parametrize("schema,pointer,keyword", [
-    ({"type": "object", "patternProperties": {"^x": {}}}, "", "patternProperties"),
+    ({"type": "object", "patternProperties": {"^x": {}, "y": {}}}, "", "patternProperties"),
     ({"properties": {"a": {"type": "integer", "multipleOf": 3}}}, "/properties/a", "multipleOf"),
     ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a", "not"),
     ({"items": {"type": "array", "uniqueItems": True}}, "/items", "uniqueItems"),
     ({"$defs": {"s": {"type": "string", "pattern": "(?=a)b"}}, "$ref": "#/$defs/s"}, "/$defs/s", "pattern"),
-    ({"type": "string", "format": "no-such-format"}, "", "format"),
-    ({"type": "string", "maxLength": 100000}, "", "maxLength"),
-    ({"anyOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
+    ({"type": "string", "format": "iri"}, "", "format"),
+    ({"type": "string", "maxLength": 10 ** 6}, "", "maxLength"),
+    ({"$schema": "http://json-schema.org/draft-03/schema#", "type": "string", "format": "color"}, "", "format"),
+    ({"anyOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object", "required": ["b"]}]}, "", "anyOf"),
+    ({"anyOf": [{"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]},
+                {"type": "object", "required": ["a"]}]}, "", "anyOf"),
+    ({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "oneOf"),
+    ({"oneOf": [{"type": "object", "properties": {"k": {"enum": [1, 2]}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"enum": [2, 3]}}, "required": ["k"]}]}, "", "oneOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "", "if"),
     ({"type": "array", "contains": {"type": "integer"}}, "", "contains"),
 ])
@@ -191,6 +197,197 @@ def test_unsupported_keywords_name_pointer(schema, pointer, keyword):
     assert any(d.keyword == keyword and d.pointer == pointer for d in sg.dropped)
     assert any(keyword in str(x.message) for x in w)
     Grammar.from_string(sg.lark_text)
+
+
+def test_unknown_formats_and_keywords_are_annotations():
+    # draft 2020-12 section 7.2: a format no draft defines is an annotation; so is any unknown key
+    for schema in ({"type": "string", "format": "password"}, {"type": "string", "format": "topic", "x-ui": 3},
+                   {"type": "string", "markdownDescription": "x", "extends": {"type": "integer"}}):
+        c = Checker(schema)
+        assert not c.sg.dropped
+        for text in ['""', '"hunter2"', '"\\u0001"', '"a\\"b"', '"é"']:
+            assert c.accepts(text) is oracle(schema, json.loads(text)) is True, (schema, text)
+        assert not c.accepts("1") and not oracle(schema, 1)
+    # merging two different annotations is no conflict
+    c = Checker({"allOf": [{"type": "integer", "x-a": 1}, {"x-a": 2, "maximum": 3}]})
+    assert c.accepts("3") and not c.accepts("4")
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 65), (3, 200), (130, 130), (100, None), (64, 128), (0, 129)])
+def test_long_length_bounds_as_chunk_chains(lo, hi):
+    s = {"type": "string", "minLength": lo}
+    if hi is not None:
+        s["maxLength"] = hi
+    c = Checker(s)
+    assert not c.sg.dropped and "ls_" in c.sg.lark_text  # spelled as a chain of chunk terminals
+    top = (hi if hi is not None else lo + 70) + 3
+    for n in sorted({0, 1, lo - 1, lo, lo + 1, 63, 64, 65, 127, 128, 129, top - 4, top - 3, top} - {-1}):
+        for fill in ("a", "é", "\\n", "\\u0001", "\\\\", "\\/"):  # JSON spellings of one character
+            text = '"' + fill * n + '"'
+            # canonical spelling only: "\/" (an escaped "/") is not how gad spells "/"
+            want = oracle(s, json.loads(text)) and (fill != "\\/" or n == 0)
+            assert c.accepts(text) is want, (s, n, fill)
+    # a chunk boundary inside an escape or a multi-byte character
+    for n in (63, 64, 65):
+        text = '"' + "a" * (n - 1) + "\\u0002" + "€" + '"'
+        assert c.accepts(text) is oracle(s, json.loads(text)), (s, n)
+    assert not c.accepts('"' + "a" * (lo + 1)) and not c.accepts("1")
+
+
+def test_long_length_bound_in_unions():
+    s = {"anyOf": [{"type": "string", "maxLength": 100}, {"type": "integer"}]}
+    c = Checker(s)
+    assert c.accepts('"' + "x" * 100 + '"') and not c.accepts('"' + "x" * 101 + '"') and c.accepts("5")
+    c = Checker({"anyOf": [{"type": "string", "maxLength": 100}, {"type": "string"}]})  # widened
+    assert c.accepts('"' + "x" * 101 + '"')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"anyOf": [{"type": "string", "maxLength": 100}, {"type": "string", "pattern": "^a"}]})
+    assert e.value.keyword == "anyOf"
+    with pytest.raises(UnsupportedSchemaError):
+        convert({"oneOf": [{"type": "string", "maxLength": 100}, {"type": "string", "minLength": 101}]})
+
+
+_TOOLS = {"anyOf": [  # BFCL-style tool calls: one closed object per tool, told apart by the first key
+    {"type": "object", "properties": {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                      "required": ["city"], "additionalProperties": False}},
+     "required": ["get_weather"], "additionalProperties": False},
+    {"type": "object", "properties": {"add": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                                              "b": {"type": "integer"}},
+                                              "required": ["a"], "additionalProperties": False}},
+     "required": ["add"], "additionalProperties": False}]}
+_TAGGED = {"oneOf": [  # a discriminator: the same required first key, disjoint const values
+    {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}, "required": ["kind", "r"]},
+    {"type": "object", "properties": {"kind": {"enum": ["rect", "square"]}, "w": {"type": "integer"}},
+     "required": ["kind"]},
+    {"type": "object", "properties": {"kind": {"const": 7}}, "required": ["kind"], "additionalProperties": False}]}
+_OPEN = {"anyOf": [{"type": "object", "required": ["a"]},
+                   {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}, "required": ["b"]}]}
+_CLOSED_ONE_OF = {"oneOf": [
+    {"type": "object", "properties": {"x": {"type": "integer"}, "y": {}}, "required": ["x"], "additionalProperties": False},
+    {"type": "object", "properties": {"z": {"type": "integer"}}, "required": ["z"], "additionalProperties": False}]}
+
+
+@pytest.mark.parametrize("schema,values", [
+    (_TOOLS, [{"get_weather": {"city": "Oslo"}}, {"add": {"a": 1, "b": 2}}, {"add": {"a": 1}}, {"add": {"b": 1}},
+              {"get_weather": {"city": 3}}, {"get_weather": {"city": "x"}, "add": {"a": 1}}, {}, {"other": 1},
+              {"add": {"a": 1, "c": 2}}, [], "x"]),
+    (_TAGGED, [{"kind": "circle", "r": 1.5}, {"kind": "circle"}, {"kind": "rect"}, {"kind": "square", "w": 2, "q": 1},
+               {"kind": "rect", "w": "x"}, {"kind": 7}, {"kind": 7, "r": 1}, {"kind": "tri"}, {"r": 1}, {}, 7]),
+    (_OPEN, [{"a": 1}, {"b": "s"}, {"b": "s", "a": "not an int"}, {"a": "x", "b": "s"}, {"a": 1, "b": 2},
+             {"b": 2}, {"c": 1}, {}, {"a": None, "z": [1]}]),
+    (_CLOSED_ONE_OF, [{"x": 1}, {"x": 1, "y": [2]}, {"z": 3}, {"x": 1, "z": 3}, {"y": 1}, {"z": "a"}, {}]),
+])
+def test_object_unions_exact(schema, values):
+    c = Checker(schema)
+    assert not c.sg.dropped
+    for v in values:
+        want = oracle(schema, v)
+        assert c.accepts_value(v) is want, (v, c.sg.dumps(v))
+    # the same key order as jsonschema sees it: a text in the other branch's order is its own test
+    flex = Checker(schema, whitespace="flexible")
+    for v in values:
+        if isinstance(v, dict) and v:
+            assert flex.accepts_value(v, indent=2) is oracle(schema, v), v
+
+
+def test_object_union_key_order_and_nesting():
+    c = Checker(_OPEN)
+    # each branch keeps its own order: {"b":"s","a":"x"} is valid (branch 0) but only in branch 0's
+    # order, which writes "a" first; dumps picks the first branch that validates the value
+    assert oracle(_OPEN, {"b": "s", "a": "x"}) and c.sg.dumps({"b": "s", "a": "x"}) == '{"a":"x","b":"s"}'
+    assert c.accepts('{"a":"x","b":"s"}') and not c.accepts('{"b":"s","a":"x"}') and c.accepts('{"b":"s","a":1}')
+    nested = {"type": "object", "properties": {"call": _TOOLS, "n": {"type": "integer"}}, "required": ["call"]}
+    c = Checker(nested)
+    for v in [{"call": {"add": {"a": 1}}, "n": 2}, {"call": {"add": {"a": "1"}}}, {"call": {}}, {"n": 1}]:
+        assert c.accepts_value(v) is oracle(nested, v), v
+    # a union inside a union's branch is flattened into one union
+    deep = {"anyOf": [_TOOLS, {"type": "object", "properties": {"z": {}}, "required": ["z"], "additionalProperties": False}]}
+    c = Checker(deep)
+    for v in [{"z": 1}, {"add": {"a": 1}}, {"z": 1, "add": {"a": 1}}]:
+        assert c.accepts_value(v) is oracle(deep, v), v
+
+
+_KEYS_U = ["k", "a", "b"]
+_val = st.sampled_from([{"type": "integer"}, {"type": "string"}, {"const": "p"}, {"const": "q"}, {"enum": [1, 2]},
+                        {"enum": [3]}, {}])
+_branch = st.builds(
+    lambda props, req, addl: {"type": "object", "properties": props, "required": req,
+                              **({} if addl is None else {"additionalProperties": addl})},
+    st.dictionaries(st.sampled_from(_KEYS_U), _val, max_size=3),
+    st.lists(st.sampled_from(_KEYS_U), min_size=1, max_size=2, unique=True),
+    st.sampled_from([None, False, {"type": "integer"}]))
+_obj_json = st.dictionaries(st.sampled_from(_KEYS_U + ["z"]),
+                            st.sampled_from([0, 1, 2, 3, "p", "q", "s", None, [1]]), max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["anyOf", "oneOf"]), st.lists(_branch, min_size=2, max_size=3),
+       st.lists(_obj_json, min_size=8, max_size=8))
+def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, values):
+    schema = {kw: branches}
+    try:
+        c = Checker(schema)
+    except UnsupportedSchemaError as e:
+        assert e.keyword == kw
+        return
+    except gad.errors.EmptyLanguageError:
+        return
+    for v in values:
+        want = oracle(schema, v)
+        got = c.accepts_value(v)
+        assert got is want, (schema, v, c.sg.dumps(v))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "x-b": {"minimum": 2}}, "required": ["a"],
+     "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+    {"type": "object", "patternProperties": {".*": {"type": "string"}}, "properties": {"n": {"maxLength": 1}}},
+    {"type": "object", "patternProperties": {"^[a-z]+$": {"type": "boolean"}, "^[0-9]+$": {"type": "null"}},
+     "additionalProperties": {"type": "integer"}},
+    {"type": "object", "patternProperties": {"^k": {"type": "string"}}, "required": ["k1", "z"]},
+])
+def test_pattern_properties_exact(schema):
+    c = Checker(schema)
+    assert not c.sg.dropped
+    keys = ["a", "x-b", "x-é", "n", "k1", "z", "12", "A", ""]
+    vals = [1, 3, "s", "", True, None, 2.5]
+    for i, k1 in enumerate(keys):  # every pair of keys, values varied
+        for j, k2 in enumerate(keys[i:]):
+            v1, v2 = vals[(i + j) % 7], vals[(2 * i + j + 3) % 7]
+            for obj in ({k1: v1, k2: v2}, {k1: v2}, {k2: v1}):
+                assert c.accepts_value(obj) is oracle(schema, obj), (schema, obj, c.sg.dumps(obj))
+    for v in vals:
+        assert c.accepts_value({"k1": v, "z": v}) is oracle(schema, {"k1": v, "z": v})
+    assert c.accepts_value({}) is oracle(schema, {})
+
+
+def test_pattern_properties_refused_when_overlapping():
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}}})
+    assert e.value.keyword == "patternProperties"
+    # lenient: dropped, and the keys it governed are then free (never narrower)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sg = convert({"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+                      "additionalProperties": False}, lenient=True)
+    c = gad.compile(Grammar.from_string(sg.lark_text), BYTES, cache_dir=False).matcher()
+    assert c.accept_bytes(b'{"ab":[]}') and c.is_accepting()
+
+
+def test_merged_properties_keep_their_own_schemas():
+    # both objects merge base's properties with their own "value": the merged properties carry
+    # base's pointer, so rules memoised by pointer alone gave the second "value" the first's schema
+    # (MaskBench JsonSchemaStore---coffeelint.json)
+    s = {"$schema": "http://json-schema.org/draft-04/schema#",
+         "definitions": {"base": {"type": "object", "properties": {"level": {"enum": ["warn", "error"]}}}},
+         "properties": {
+             "a": {"allOf": [{"$ref": "#/definitions/base"}], "properties": {"value": {"type": "integer"}}},
+             "b": {"allOf": [{"$ref": "#/definitions/base"}], "properties": {"value": {"enum": ["x", "y"]}}}}}
+    c = Checker(s)
+    for v in [{"a": {"level": "warn", "value": 4}, "b": {"value": "x"}}, {"b": {"value": 4}}, {"a": {"value": "x"}},
+              {"a": {"level": "no"}}, {"b": {"level": "error", "value": "y"}}]:
+        assert c.accepts_value(v) is oracle(s, v), v
 
 
 def test_unsupported_keyword_on_other_kind_is_ignored():
