@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import ForcedTextMatcher
 from gad.errors import InvalidArgumentError
 from gad.models.base import LanguageModel
 from gad.sampling.rng import Rng
@@ -233,46 +234,17 @@ class ForcedDrafter(Drafter):
         return q
 
 
-def forced_bytes(matcher: Any, max_bytes: int = 64) -> bytes:
-    """The longest byte string every continuation of ``matcher``'s prefix must start with.
-
-    Byte by byte: while the prefix is not complete (EOS not allowed) and exactly one of the 256 byte
-    values keeps it viable, that byte is forced.  Needs a compiled gad matcher (``matcher.compiled``,
-    ``matcher.state``); returns ``b""`` otherwise or when finished.  Cost: 256 automaton steps per
-    forced byte (no mask computation).
-    """
-    cg = getattr(matcher, "compiled", None)
-    if cg is None or not hasattr(cg, "step_bytes") or matcher.is_finished():
-        return b""
-    stack, d = matcher.state
-    out = bytearray()
-    for _ in range(max_bytes):
-        if cg.is_complete(stack, d):
-            break
-        nxt = None
-        for b in range(256):
-            st = cg.step_bytes(stack, d, bytes((b,)))
-            if st is not None:
-                if nxt is not None:
-                    nxt = None
-                    break
-                nxt = (b, st)
-        if nxt is None:
-            break
-        out.append(nxt[0])
-        stack, d = nxt[1]
-    return bytes(out)
-
-
 class ForcedStringDrafter(Drafter):
     """Grammar-forced text: draft the canonical tokenization of the string the grammar forces next.
 
     Where the grammar forces a string (a keyword, a fixed key, ``(str.++ `` in a SyGuS grammar) the
     mask usually still allows several tokens (every prefix spelling), so :class:`ForcedDrafter` sees
-    nothing forced; this drafter computes the forced bytes (:func:`forced_bytes`), spells them with
-    the tokenizer as the model would (``tokenizer.encode``, else greedy longest match over the
-    vocabulary) and proposes those tokens while the mask allows them, then any single allowed token.
-    ``q`` is one-hot; free to draft, verified by the target like any draft.
+    nothing forced; this drafter asks the matcher for the forced text spelled as the model would
+    (:meth:`gad.engine.matcher.Matcher.forced_tokens`: the tokenizer's own encoding, else greedy
+    longest match over the vocabulary; each token allowed by the mask) and proposes those tokens,
+    then any single allowed token.  ``q`` is one-hot; free to draft (no model call, no mask beyond
+    the ones the verifier needs), verified by the target like any draft.  A matcher without
+    jump-forward (:class:`gad.engine.protocols.ForcedTextMatcher`) gets single forced tokens only.
 
     Args:
         tokenizer: a Hugging Face tokenizer (``encode``) or None (greedy longest match).
@@ -290,32 +262,11 @@ class ForcedStringDrafter(Drafter):
     def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
         return ForcedDrafter.dist(self, context, mask)  # type: ignore[arg-type]
 
-    def spell(self, data: bytes, vocab: Any) -> list[int]:
-        """Token ids spelling ``data``: the tokenizer's own tokenization, else greedy longest match."""
-        enc = getattr(self.tokenizer, "encode", None)
-        if enc is not None:
-            try:
-                return list(enc(data.decode("utf-8"), add_special_tokens=False))
-            except (UnicodeDecodeError, TypeError):
-                pass
-        index = {t: i for i, t in enumerate(vocab.tokens) if t and i not in vocab.eos_ids}
-        out, i = [], 0
-        while i < len(data):
-            for j in range(len(data), i, -1):
-                if data[i:j] in index:
-                    out.append(index[data[i:j]])
-                    i = j
-                    break
-            else:
-                break
-        return out
-
     def propose(self, matcher: Any, context: Sequence[int], k: int,
                 rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
         if k < 0:
             raise InvalidArgumentError(f"k must be >= 0, got {k}")
-        forced = forced_bytes(matcher, self.max_bytes)
-        plan = self.spell(forced, matcher.compiled.vocab) if forced else []
+        plan = matcher.forced_tokens(self.max_bytes, self.tokenizer) if isinstance(matcher, ForcedTextMatcher) else []
         self.calls += 1
         toks: list[int] = []
         masks: list[np.ndarray] = []

@@ -8,7 +8,7 @@ import numpy as np
 from gad.engine.compiler import CompiledGrammar
 from gad.engine.vocab import Vocabulary
 from gad.models.base import ToyLM
-from gad.speculative import ForcedStringDrafter, forced_bytes, speculative_sample
+from gad.speculative import ForcedStringDrafter, speculative_sample
 
 GRAMMAR = r"""
 start: "select" " " NAME ("," NAME)* ";"
@@ -27,7 +27,7 @@ def test_forced_bytes_and_canonical_spelling() -> None:
     vocab, cg = _setup()
     m = cg.matcher()
     # every prefix spelling ("s", "se", "sel", "select") is allowed, so no single token is forced
-    assert forced_bytes(m) == b"select "
+    assert m.forced_bytes() == b"select "
     assert int(m.mask().sum()) == 4  # s, se, sel, select
     d = ForcedStringDrafter(None, vocab.eos_ids)
     toks, q = d.propose(m.fork(), [], 4)
@@ -35,11 +35,11 @@ def test_forced_bytes_and_canonical_spelling() -> None:
     assert q.shape == (2, vocab.size) and (q[np.arange(2), toks] == 1.0).all()
     # after a name, nothing is forced: "," or ";" or more name characters or a space
     assert m.accept_tokens([TOKENS.index("select"), TOKENS.index(" a")]) == 2
-    assert forced_bytes(m) == b""
+    assert m.forced_bytes() == b""
     # a partial keyword forces its rest
     m.reset()
     assert m.accept_token(TOKENS.index("se"))
-    assert forced_bytes(m) == b"lect "
+    assert m.forced_bytes() == b"lect "
     toks, _ = d.propose(m.fork(), [], 4)
     assert b"".join(vocab.tokens[t] for t in toks) == b"lect "
 
