@@ -20,6 +20,7 @@ Drafters:
       target's tokenizer, a ToyLM …), with its own incremental session (KV cache);
     * :func:`self_drafter` — the target's first ``L`` layers + final norm + LM head (Llama-style HF);
     * :class:`ForcedDrafter` — tokens the grammar forces (the mask leaves exactly one);
+    * :class:`ForcedStringDrafter` — the text the grammar forces (jump-forward), spelled canonically;
     * :class:`NgramDrafter` — prompt/n-gram lookup.
 """
 
@@ -51,7 +52,8 @@ class Drafter:
     """Base class: chain drafting by repeated :meth:`dist` calls.
 
     Subclasses implement ``dist(context, mask) -> (vocab,) float64 | None`` (masked, normalised; None =
-    stop drafting here).  ``greedy = True`` drafts ``argmax q`` instead of sampling from ``q`` (the
+    stop drafting here), and may implement ``plan(matcher) -> list[int]``: tokens drafted first, one-hot
+    (a deterministic function of the matcher's state, so the lossless rule stays exact).  ``greedy = True`` drafts ``argmax q`` instead of sampling from ``q`` (the
     verifier then treats ``q`` as one-hot on that token, which keeps the lossless rule exact).
     """
 
@@ -70,6 +72,12 @@ class Drafter:
         """Masked draft distribution ``(vocab,)`` float64 at ``context`` (prompt + generated), or None."""
         raise NotImplementedError
 
+    def plan(self, matcher: Any) -> list[int]:
+        """Token ids to draft first, one-hot, before :meth:`dist` is asked (none by default; the
+        forced-string drafter returns the grammar's forced text here).  :meth:`propose` keeps them
+        while the mask allows them."""
+        return []
+
     def propose(self, matcher: Any, context: Sequence[int], k: int,
                 rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
         """Draft up to ``k`` tokens on ``matcher`` (a fork: it is advanced along the draft).
@@ -87,7 +95,18 @@ class Drafter:
         toks: list[int] = []
         qs: list[np.ndarray] = []
         masks: list[np.ndarray] = []
-        for _ in range(k):
+        for t in self.plan(matcher)[:k] if k else ():
+            mask = np.asarray(matcher.mask(), dtype=bool)
+            if not mask[t] or t in eos:
+                break
+            q = np.zeros(mask.size)
+            q[t] = 1.0
+            toks.append(int(t))
+            qs.append(q)
+            masks.append(mask)
+            matcher.accept_token(t)
+            ctx.append(int(t))
+        for _ in range(k - len(toks)):
             mask = np.asarray(matcher.mask(), dtype=bool)
             q = self.dist(ctx, mask)
             if q is None:
@@ -262,33 +281,12 @@ class ForcedStringDrafter(Drafter):
     def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
         return ForcedDrafter.dist(self, context, mask)  # type: ignore[arg-type]
 
-    def propose(self, matcher: Any, context: Sequence[int], k: int,
-                rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
-        if k < 0:
-            raise InvalidArgumentError(f"k must be >= 0, got {k}")
-        plan = matcher.forced_tokens(self.max_bytes, self.tokenizer) if isinstance(matcher, ForcedTextMatcher) else []
-        self.calls += 1
-        toks: list[int] = []
-        masks: list[np.ndarray] = []
-        for t in plan[:k]:
-            mask = np.asarray(matcher.mask(), dtype=bool)
-            if not mask[t]:
-                break
-            toks.append(int(t))
-            masks.append(mask)
-            matcher.accept_token(t)
-        rest_tokens, _ = Drafter.propose(self, matcher, list(context) + toks, k - len(toks), rng)
-        if self.last_masks is not None:
-            masks.extend(self.last_masks)
-        toks.extend(rest_tokens)
-        if not toks:
-            self.last_masks = None
-            return toks, np.zeros((0, 0))
-        v = int(masks[0].size)
-        q = np.zeros((len(toks), v))
-        q[np.arange(len(toks)), toks] = 1.0
-        self.last_masks = np.array(masks, dtype=bool).reshape(len(masks), v)
-        return toks, q
+    def plan(self, matcher: Any) -> list[int]:
+        """The forced text's tokens (:meth:`gad.engine.matcher.Matcher.forced_tokens`, at most
+        ``max_bytes`` bytes); ``[]`` for a matcher without jump-forward."""
+        if not isinstance(matcher, ForcedTextMatcher):
+            return []
+        return matcher.forced_tokens(self.max_bytes, self.tokenizer)
 
 
 class NgramDrafter(Drafter):
@@ -418,6 +416,14 @@ class ChainedDrafter(Drafter):
     def passes(self) -> int:
         """Draft-model forward passes so far (sum over the parts)."""
         return sum(int(getattr(p, "passes", 0) or 0) for p in self.parts)
+
+    def plan(self, matcher: Any) -> list[int]:
+        """The first part's non-empty plan (``forced+ngram``: the forced text, then n-gram lookup)."""
+        for p in self.parts:
+            toks = p.plan(matcher)
+            if toks:
+                return toks
+        return []
 
     def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
         for p in self.parts:
