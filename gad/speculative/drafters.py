@@ -99,10 +99,10 @@ class Drafter:
             mask = np.asarray(matcher.mask(), dtype=bool)
             if not mask[t] or t in eos:
                 break
-            q = np.zeros(mask.size)
-            q[t] = 1.0
+            row = np.zeros(mask.size)
+            row[t] = 1.0
             toks.append(int(t))
-            qs.append(q)
+            qs.append(row)
             masks.append(mask)
             matcher.accept_token(t)
             ctx.append(int(t))
