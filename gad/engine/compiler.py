@@ -739,6 +739,25 @@ class CompiledGrammar:
             return None
         return self._state_of(alive)
 
+    def next_bytes(self, stack: Stack, d: int) -> np.ndarray:
+        """``(256,)`` bool: byte values ``b`` with ``step_bytes(stack, d, bytes([b])) is not None``.
+
+        Vectorised over the 256 bytes with the lexer automaton's transition-table rows: per lexing
+        hypothesis, the bytes that go on in the open lexeme and those that start the next one after
+        the lexeme closes at a fork, each kept where the new state stays viable (the same test as
+        :meth:`step_bytes`).  Jump-forward (:meth:`gad.engine.matcher.Matcher.forced_bytes`) uses it.
+        """
+        out = np.zeros(256, dtype=bool)
+        for hs, hd in self.hypotheses(stack, d):
+            dfa = self.ctx(self.state_ctx[self._stk_state[hs]])
+            fid = dfa.fork_list[hd]
+            alt = self._close_at(hs, dfa, fid) if fid >= 0 else None
+            for s, st in [(hs, hd)] + ([alt] if alt is not None else []):
+                cid = self.state_ctx[self._stk_state[s]]
+                row = self.ctx(cid).table[st]
+                out |= self.ok_states(cid, self.allowed_bits(s))[row] | self.ctx(cid).is_start[row]
+        return out
+
     def _viable(self, stack: Stack, d: int) -> bool:
         dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
         if dfa.is_start[d]:

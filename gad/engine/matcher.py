@@ -32,6 +32,59 @@ def _as_index(value: object, name: str) -> int:
         raise InvalidArgumentError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
 
 
+_INDEX: dict[int, tuple[object, dict[bytes, int], int]] = {}
+
+
+def _token_index(vocab) -> tuple[dict[bytes, int], int]:
+    """``(bytes -> token id, longest token in bytes)`` over the content tokens of ``vocab`` (EOS and
+    special tokens left out; the lowest id wins among equal spellings), built once per vocabulary."""
+    hit = _INDEX.get(id(vocab))
+    if hit is not None and hit[0] is vocab:
+        return hit[1], hit[2]
+    eos = set(vocab.eos_ids)
+    index: dict[bytes, int] = {}
+    for i, t in enumerate(vocab.tokens):
+        if t and i not in eos:
+            index.setdefault(t, i)
+    longest = max((len(t) for t in index), default=0)
+    while len(_INDEX) >= 4:
+        _INDEX.pop(next(iter(_INDEX)))
+    _INDEX[id(vocab)] = (vocab, index, longest)
+    return index, longest
+
+
+def _encode_within(tokenizer: object, data: bytes, vocab) -> list[int]:
+    """The tokenizer's encoding of the complete UTF-8 characters of ``data``, cut at the first token
+    whose bytes do not continue ``data`` exactly (or that is EOS, special or outside the vocabulary)."""
+    if data[:1] and 0x80 <= data[0] <= 0xBF:
+        return []  # starts inside a character: the tokenizer cannot spell it
+    text = None
+    for cut in range(4):
+        try:
+            text = data[: len(data) - cut].decode("utf-8")
+            break
+        except UnicodeDecodeError:
+            continue
+    encode = getattr(tokenizer, "encode", None)
+    if not text or encode is None:
+        return []
+    try:
+        ids = encode(text, add_special_tokens=False)
+    except TypeError:
+        ids = encode(text)
+    eos = set(vocab.eos_ids)
+    out: list[int] = []
+    pos = 0
+    for t in ids:
+        t = int(t)
+        tb = vocab.tokens[t] if 0 <= t < vocab.size and t not in eos else None
+        if not tb or data[pos: pos + len(tb)] != tb:
+            break
+        out.append(t)
+        pos += len(tb)
+    return out
+
+
 def _born(compiled: object) -> None:
     born = getattr(compiled, "_matcher_born", None)
     if born is not None:
@@ -100,6 +153,97 @@ class Matcher:
         """The current ``(parser stack id, lexer automaton state)`` of the compiled grammar; a negative
         stack id names a set of lexing hypotheses (:meth:`CompiledGrammar.hypotheses` lists them)."""
         return self._states[-1]
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        """Jump-forward: the longest byte string every grammatical continuation of the prefix starts with.
+
+        Byte by byte, while the text is not complete (EOS not allowed: a complete text may stop here)
+        and exactly one of the 256 byte values keeps the prefix viable, that byte is forced.  Exact
+        under the same semantics as :meth:`mask` and :meth:`accept_bytes`: every lexing hypothesis
+        is followed, the parser's viability is checked, and a multi-byte UTF-8 character comes out
+        byte by byte (forced only where the automaton leaves a single continuation byte).  Keys,
+        ``":`` and ``,"`` in schema JSON and a case-sensitive keyword after its first letters come
+        out forced (sql.lark's keywords are case-insensitive: each letter has two spellings, nothing
+        is forced there).  The matcher's state is unchanged.
+
+        Cost: per forced byte one vectorised look-up of the lexer automaton's transition-table rows
+        (:meth:`gad.engine.compiler.CompiledGrammar.next_bytes`) and one one-byte automaton step
+        (instead of 256 one-byte steps); no mask is computed.
+
+        Args:
+            max_bytes: longest string returned (bytes, >= 0).
+        Returns:
+            the forced bytes (``b""`` when nothing is forced, the text is complete, or EOS was accepted).
+        Raises:
+            InvalidArgumentError: ``max_bytes`` not an integer or negative.
+        """
+        limit = _as_index(max_bytes, "max_bytes")
+        if limit < 0:
+            raise InvalidArgumentError(f"max_bytes must be >= 0, got {limit}")
+        if self._finished:
+            return b""
+        cg = self.compiled
+        stack, d = self._states[-1]
+        out = bytearray()
+        while len(out) < limit and not cg.is_complete(stack, d):
+            idx = np.flatnonzero(cg.next_bytes(stack, d))
+            if idx.size != 1:
+                break
+            b = int(idx[0])
+            nxt = cg.step_bytes(stack, d, bytes((b,)))
+            if nxt is None:  # pragma: no cover - next_bytes and step_bytes share one semantics
+                break
+            out.append(b)
+            stack, d = nxt
+        return bytes(out)
+
+    def forced_tokens(self, max_bytes: int = 64, tokenizer: object = None) -> list[int]:
+        """Jump-forward in tokens: canonical token ids spelling (a prefix of) :meth:`forced_bytes`.
+
+        With ``tokenizer`` (a Hugging Face tokenizer: ``encode(text, add_special_tokens=False)``), its
+        own encoding of the forced text, kept token by token while each token's bytes continue the
+        forced bytes exactly (no token crosses past them: what follows is the model's free choice, so
+        a token spanning that boundary is not certain) and the mask allows it at its step.  What it
+        leaves (an incomplete UTF-8 character at either end; everything from its first token that
+        disagrees with the bytes, e.g. a SentencePiece ``▁`` prefix), and everything when no
+        tokenizer is given, is spelled by greedy longest match over the vocabulary: at each position
+        the longest token that is a prefix of the remaining forced bytes and that the mask allows.
+        Special tokens and EOS are never used.  The last token
+        is the one a model may still merge with the free text after it (``":`` + ``"`` as ``":"``):
+        a drafter's guess that the target verifies.  The matcher's state is unchanged.
+
+        Args:
+            max_bytes: longest forced string considered (bytes, >= 0).
+            tokenizer: None, or an object with ``encode``.
+        Returns:
+            token ids (possibly empty); their bytes concatenate to a prefix of ``forced_bytes(max_bytes)``.
+        Raises:
+            InvalidArgumentError: ``max_bytes`` not an integer or negative.
+        """
+        data = self.forced_bytes(max_bytes)
+        if not data:
+            return []
+        vocab = self.compiled.vocab
+        probe = self.fork()
+        out: list[int] = []
+        pos = 0
+        if tokenizer is not None:
+            for t in _encode_within(tokenizer, data, vocab):
+                if not probe.accept_token(t):
+                    break
+                out.append(t)
+                pos += len(cast(bytes, vocab.tokens[t]))
+        index, longest = _token_index(vocab)
+        while pos < len(data):
+            for j in range(min(len(data), pos + longest), pos, -1):
+                g = index.get(data[pos:j])
+                if g is not None and probe.accept_token(g):
+                    out.append(g)
+                    pos = j
+                    break
+            else:
+                break
+        return out
 
     def state_key(self) -> tuple:
         """A hashable key of the current state (equal keys ⇒ equal masks and futures)."""

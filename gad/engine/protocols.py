@@ -52,6 +52,26 @@ class TokenMatcher(Protocol):
 
 
 @runtime_checkable
+class ForcedTextMatcher(TokenMatcher, Protocol):
+    """A :class:`TokenMatcher` that also reports the text the grammar forces next (jump-forward).
+
+    :class:`gad.engine.matcher.Matcher` implements it; the finite-language stand-ins of
+    :mod:`gad.testing.finite` do not (drafters then fall back to single forced tokens).
+    """
+
+    def forced_bytes(self, max_bytes: int = 64) -> bytes:
+        """The longest byte string (at most ``max_bytes`` bytes) every grammatical continuation starts
+        with; ``b""`` where the text is complete or EOS was accepted.  Raises InvalidArgumentError
+        for a negative ``max_bytes``."""
+        ...
+
+    def forced_tokens(self, max_bytes: int = 64, tokenizer: object = None) -> list[int]:
+        """Token ids, each allowed by the mask at its step, whose bytes concatenate to a prefix of
+        :meth:`forced_bytes`: the tokenizer's own spelling when one is given, else greedy longest match."""
+        ...
+
+
+@runtime_checkable
 class TokenConstraint(Protocol):
     """A grammar compiled against a vocabulary: hands out matchers.
 

@@ -17,7 +17,6 @@ from gad.speculative.drafters import (
     ForcedStringDrafter,
     LMDrafter,
     NgramDrafter,
-    forced_bytes,
     make_drafter,
     self_drafter,
 )
@@ -31,7 +30,6 @@ __all__ = [
     "ForcedStringDrafter",
     "LMDrafter",
     "NgramDrafter",
-    "forced_bytes",
     "NumpyRng",
     "Rng",
     "make_drafter",

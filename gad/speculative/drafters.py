@@ -20,6 +20,7 @@ Drafters:
       target's tokenizer, a ToyLM …), with its own incremental session (KV cache);
     * :func:`self_drafter` — the target's first ``L`` layers + final norm + LM head (Llama-style HF);
     * :class:`ForcedDrafter` — tokens the grammar forces (the mask leaves exactly one);
+    * :class:`ForcedStringDrafter` — the text the grammar forces (jump-forward), spelled canonically;
     * :class:`NgramDrafter` — prompt/n-gram lookup.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from gad.engine.protocols import ForcedTextMatcher
 from gad.errors import InvalidArgumentError
 from gad.models.base import LanguageModel
 from gad.sampling.rng import Rng
@@ -50,7 +52,8 @@ class Drafter:
     """Base class: chain drafting by repeated :meth:`dist` calls.
 
     Subclasses implement ``dist(context, mask) -> (vocab,) float64 | None`` (masked, normalised; None =
-    stop drafting here).  ``greedy = True`` drafts ``argmax q`` instead of sampling from ``q`` (the
+    stop drafting here), and may implement ``plan(matcher) -> list[int]``: tokens drafted first, one-hot
+    (a deterministic function of the matcher's state, so the lossless rule stays exact).  ``greedy = True`` drafts ``argmax q`` instead of sampling from ``q`` (the
     verifier then treats ``q`` as one-hot on that token, which keeps the lossless rule exact).
     """
 
@@ -69,6 +72,12 @@ class Drafter:
         """Masked draft distribution ``(vocab,)`` float64 at ``context`` (prompt + generated), or None."""
         raise NotImplementedError
 
+    def plan(self, matcher: Any) -> list[int]:
+        """Token ids to draft first, one-hot, before :meth:`dist` is asked (none by default; the
+        forced-string drafter returns the grammar's forced text here).  :meth:`propose` keeps them
+        while the mask allows them."""
+        return []
+
     def propose(self, matcher: Any, context: Sequence[int], k: int,
                 rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
         """Draft up to ``k`` tokens on ``matcher`` (a fork: it is advanced along the draft).
@@ -86,7 +95,18 @@ class Drafter:
         toks: list[int] = []
         qs: list[np.ndarray] = []
         masks: list[np.ndarray] = []
-        for _ in range(k):
+        for t in self.plan(matcher)[:k] if k else ():
+            mask = np.asarray(matcher.mask(), dtype=bool)
+            if not mask[t] or t in eos:
+                break
+            row = np.zeros(mask.size)
+            row[t] = 1.0
+            toks.append(int(t))
+            qs.append(row)
+            masks.append(mask)
+            matcher.accept_token(t)
+            ctx.append(int(t))
+        for _ in range(k - len(toks)):
             mask = np.asarray(matcher.mask(), dtype=bool)
             q = self.dist(ctx, mask)
             if q is None:
@@ -233,46 +253,17 @@ class ForcedDrafter(Drafter):
         return q
 
 
-def forced_bytes(matcher: Any, max_bytes: int = 64) -> bytes:
-    """The longest byte string every continuation of ``matcher``'s prefix must start with.
-
-    Byte by byte: while the prefix is not complete (EOS not allowed) and exactly one of the 256 byte
-    values keeps it viable, that byte is forced.  Needs a compiled gad matcher (``matcher.compiled``,
-    ``matcher.state``); returns ``b""`` otherwise or when finished.  Cost: 256 automaton steps per
-    forced byte (no mask computation).
-    """
-    cg = getattr(matcher, "compiled", None)
-    if cg is None or not hasattr(cg, "step_bytes") or matcher.is_finished():
-        return b""
-    stack, d = matcher.state
-    out = bytearray()
-    for _ in range(max_bytes):
-        if cg.is_complete(stack, d):
-            break
-        nxt = None
-        for b in range(256):
-            st = cg.step_bytes(stack, d, bytes((b,)))
-            if st is not None:
-                if nxt is not None:
-                    nxt = None
-                    break
-                nxt = (b, st)
-        if nxt is None:
-            break
-        out.append(nxt[0])
-        stack, d = nxt[1]
-    return bytes(out)
-
-
 class ForcedStringDrafter(Drafter):
     """Grammar-forced text: draft the canonical tokenization of the string the grammar forces next.
 
     Where the grammar forces a string (a keyword, a fixed key, ``(str.++ `` in a SyGuS grammar) the
     mask usually still allows several tokens (every prefix spelling), so :class:`ForcedDrafter` sees
-    nothing forced; this drafter computes the forced bytes (:func:`forced_bytes`), spells them with
-    the tokenizer as the model would (``tokenizer.encode``, else greedy longest match over the
-    vocabulary) and proposes those tokens while the mask allows them, then any single allowed token.
-    ``q`` is one-hot; free to draft, verified by the target like any draft.
+    nothing forced; this drafter asks the matcher for the forced text spelled as the model would
+    (:meth:`gad.engine.matcher.Matcher.forced_tokens`: the tokenizer's own encoding, else greedy
+    longest match over the vocabulary; each token allowed by the mask) and proposes those tokens,
+    then any single allowed token.  ``q`` is one-hot; free to draft (no model call, no mask beyond
+    the ones the verifier needs), verified by the target like any draft.  A matcher without
+    jump-forward (:class:`gad.engine.protocols.ForcedTextMatcher`) gets single forced tokens only.
 
     Args:
         tokenizer: a Hugging Face tokenizer (``encode``) or None (greedy longest match).
@@ -290,54 +281,12 @@ class ForcedStringDrafter(Drafter):
     def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
         return ForcedDrafter.dist(self, context, mask)  # type: ignore[arg-type]
 
-    def spell(self, data: bytes, vocab: Any) -> list[int]:
-        """Token ids spelling ``data``: the tokenizer's own tokenization, else greedy longest match."""
-        enc = getattr(self.tokenizer, "encode", None)
-        if enc is not None:
-            try:
-                return list(enc(data.decode("utf-8"), add_special_tokens=False))
-            except (UnicodeDecodeError, TypeError):
-                pass
-        index = {t: i for i, t in enumerate(vocab.tokens) if t and i not in vocab.eos_ids}
-        out, i = [], 0
-        while i < len(data):
-            for j in range(len(data), i, -1):
-                if data[i:j] in index:
-                    out.append(index[data[i:j]])
-                    i = j
-                    break
-            else:
-                break
-        return out
-
-    def propose(self, matcher: Any, context: Sequence[int], k: int,
-                rng: Rng | None = None) -> tuple[list[int], np.ndarray]:
-        if k < 0:
-            raise InvalidArgumentError(f"k must be >= 0, got {k}")
-        forced = forced_bytes(matcher, self.max_bytes)
-        plan = self.spell(forced, matcher.compiled.vocab) if forced else []
-        self.calls += 1
-        toks: list[int] = []
-        masks: list[np.ndarray] = []
-        for t in plan[:k]:
-            mask = np.asarray(matcher.mask(), dtype=bool)
-            if not mask[t]:
-                break
-            toks.append(int(t))
-            masks.append(mask)
-            matcher.accept_token(t)
-        rest_tokens, _ = Drafter.propose(self, matcher, list(context) + toks, k - len(toks), rng)
-        if self.last_masks is not None:
-            masks.extend(self.last_masks)
-        toks.extend(rest_tokens)
-        if not toks:
-            self.last_masks = None
-            return toks, np.zeros((0, 0))
-        v = int(masks[0].size)
-        q = np.zeros((len(toks), v))
-        q[np.arange(len(toks)), toks] = 1.0
-        self.last_masks = np.array(masks, dtype=bool).reshape(len(masks), v)
-        return toks, q
+    def plan(self, matcher: Any) -> list[int]:
+        """The forced text's tokens (:meth:`gad.engine.matcher.Matcher.forced_tokens`, at most
+        ``max_bytes`` bytes); ``[]`` for a matcher without jump-forward."""
+        if not isinstance(matcher, ForcedTextMatcher):
+            return []
+        return matcher.forced_tokens(self.max_bytes, self.tokenizer)
 
 
 class NgramDrafter(Drafter):
@@ -467,6 +416,14 @@ class ChainedDrafter(Drafter):
     def passes(self) -> int:
         """Draft-model forward passes so far (sum over the parts)."""
         return sum(int(getattr(p, "passes", 0) or 0) for p in self.parts)
+
+    def plan(self, matcher: Any) -> list[int]:
+        """The first part's non-empty plan (``forced+ngram``: the forced text, then n-gram lookup)."""
+        for p in self.parts:
+            toks = p.plan(matcher)
+            if toks:
+                return toks
+        return []
 
     def dist(self, context: Sequence[int], mask: np.ndarray) -> np.ndarray | None:
         for p in self.parts:
