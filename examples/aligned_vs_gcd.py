@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 import gad
 from gad.eval.metrics import empirical, kl_divergence, total_variation
+from gad.models.hf import torch_threads
 from gad.phi.exact import enumerate_language
 from gad.sampling.methods import method_names
 
@@ -202,11 +203,8 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads():
         return _main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

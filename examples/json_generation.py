@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 import gad
 from gad.eval.metrics import empirical, kl_divergence
+from gad.models.hf import torch_threads
 from gad.sampling.methods import method_names
 
 SCHEMA: dict[str, Any] = {
@@ -230,11 +231,8 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads():
         return _main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

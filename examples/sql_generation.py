@@ -68,6 +68,7 @@ from tqdm.auto import tqdm
 
 import gad
 from gad.errors import InvalidArgumentError
+from gad.models.hf import torch_threads
 from gad.sampling.methods import method_names
 
 PACKAGE_SPIDER = Path(gad.__file__).resolve().parent / "eval" / "data" / "spider"
@@ -477,11 +478,8 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example (:func:`_main`: what it prints and returns), leaving torch's thread count as it was."""
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads():
         return _main(argv)
-    finally:
-        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

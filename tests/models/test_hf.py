@@ -314,3 +314,21 @@ def test_prompt_longer_than_the_context_is_refused(lm) -> None:
     with pytest.raises(InvalidArgumentError, match="longer than the context"):
         gad.sample(lm, gad.Grammar.builtin("json"), [lm.pad_id] * 8200, max_new_tokens=2)
     assert len(lm.encode_prompt("word " * 100)) < 8192  # a prompt that fits is taken
+
+
+def test_torch_threads_sets_and_restores() -> None:
+    import torch
+
+    from gad.errors import InvalidArgumentError
+    from gad.models.hf import torch_threads
+
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError):
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("the block fails")
+    assert torch.get_num_threads() == before
+    with pytest.raises(InvalidArgumentError):
+        with torch_threads(0):
+            pass
+    assert torch.get_num_threads() == before
