@@ -81,21 +81,25 @@ def _grammar_from_text(text: str, kind: str, start: str | None) -> Grammar:
 
 @functools.lru_cache(maxsize=256)
 def _grammar_from_schema(schema_json: str) -> Grammar:
-    builder = getattr(Grammar, "from_json_schema", None)
-    if builder is None:
-        raise InvalidArgumentError(
-            "gad argument 'json_schema': this gad has no JSON Schema support (gad.Grammar.from_json_schema); "
-            "pass a Lark grammar under 'grammar' instead")
-    return builder(json.loads(schema_json))
+    return Grammar.from_json_schema(json.loads(schema_json))
+
+
+def _json_text(raw: Any, what: str) -> Any:
+    """``raw`` itself, or the value its JSON text holds when it is a string.
+
+    Raises:
+        InvalidArgumentError: a string that is not JSON (``what`` names the argument).
+    """
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"{what} is not JSON ({exc.msg} at character {exc.pos})") from None
 
 
 def _as_mapping(raw: Any) -> Mapping[str, Any]:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(f"extra_args['gad'] is a string but not JSON ({exc.msg} at "
-                                       f"character {exc.pos})") from None
+    raw = _json_text(raw, "extra_args['gad'] (a string)")
     if not isinstance(raw, Mapping):
         raise InvalidArgumentError(f"extra_args['gad'] must be an object (or its JSON text), got "
                                    f"{type(raw).__name__}")
@@ -107,7 +111,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> GadRequest | None:
 
     Raises:
         InvalidArgumentError: unknown keys, neither or both of ``grammar`` / ``json_schema``, a bad
-            ``kind`` / ``method`` / ``start``, or JSON Schema support missing.
+            ``kind`` / ``method`` / ``start``, a ``json_schema`` that is not JSON or not an object.
         gad.errors.GrammarError: the grammar does not load (syntax error with line and column,
             undefined symbol, LALR conflict, empty language, unsupported terminal).
     """
@@ -129,13 +133,7 @@ def parse_request(extra_args: Mapping[str, Any] | None) -> GadRequest | None:
         raise InvalidArgumentError("gad needs exactly one of 'grammar' (Lark/GBNF text or a shipped grammar's "
                                    f"name: {', '.join(builtin_names())}) and 'json_schema'")
     if has_s:
-        schema = args["json_schema"]
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
-                raise InvalidArgumentError(f"gad argument 'json_schema' is not JSON ({exc.msg} at "
-                                           f"character {exc.pos})") from None
+        schema = _json_text(args["json_schema"], "gad argument 'json_schema'")
         if not isinstance(schema, (Mapping, bool)):
             raise InvalidArgumentError(f"gad argument 'json_schema' must be an object, got {type(schema).__name__}")
         return GadRequest(_grammar_from_schema(json.dumps(schema, sort_keys=True)), method)
