@@ -169,7 +169,7 @@ class CompiledGrammar:
         if dfa is None:
             terms, unless, ignore, n_main = self._ctx_specs[cid]
             universe = self._universe()
-            if getattr(self, "_share", False):
+            if self._share:
                 dfa = _shared_dfa(self._ctx_specs[cid], universe, lambda: LexerDFA(
                     [self._automaton(t) for t in terms], ignore, unless, n_main, universe))
             else:
@@ -180,7 +180,7 @@ class CompiledGrammar:
     def _child_key(self, fid: int, ncid: int) -> tuple[int, int]:
         """Key of a walk's child: (fork, next context) — the next context's automaton's serial number
         when automata are shared across grammars (context ids are per grammar)."""
-        if getattr(self, "_share", False):
+        if self._share:
             return fid, self.ctx(ncid).serial
         return fid, ncid
 
@@ -424,7 +424,7 @@ class CompiledGrammar:
         key = (cid, d)
         node = self._roots.get(key)
         if node is None:
-            if getattr(self, "_share", False):
+            if self._share:
                 store = self.ctx(cid).shared_walks
                 skey = (self.vocab.fingerprint(), self.eos_ids, d)
                 node = store.get(skey)
@@ -1011,7 +1011,7 @@ _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
     "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_roots", "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
-    "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats"})
+    "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 
 def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lark_obj: Any) -> bool:
