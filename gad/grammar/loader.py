@@ -51,6 +51,7 @@ from gad.errors import (
 from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 from gad.grammar.lalr_sets import lark_uses_fast_sets
+from gad.grammar.plain_bnf import PrebuiltGrammar, compile_plain
 
 __all__ = ["Grammar"]
 
@@ -95,9 +96,12 @@ def _build_lark(text: str, start: str, path: str = "<string>") -> Lark:
         lark_logger.handlers, lark_logger.propagate = [counter], False  # counted, never printed
         lark_logger.setLevel(logging.DEBUG)
         try:
+            prebuilt = compile_plain(text, [start])
+            source: Any = text if prebuilt is None else PrebuiltGrammar(*prebuilt)
             with lark_uses_fast_sets():
-                parser = lark.Lark(text, parser="lalr", lexer="contextual", start=start,
+                parser = lark.Lark(source, parser="lalr", lexer="contextual", start=start,
                                    maybe_placeholders=False, source_path=_source_path(path))
+            parser.source_grammar = text
         finally:
             lark_lexer.has_interegular = saved
             lark_logger.setLevel(saved_level)

@@ -1,0 +1,164 @@
+"""Lark's compiled rules and terminals read straight from plain BNF text, skipping Lark's grammar parser.
+
+A grammar made per request (:mod:`gad.grammar.json_schema`, :mod:`gad.grammar.regex`) is plain BNF:
+rules whose alternatives are sequences of symbol names (a name may carry ``?``), and terminals that
+are one string or regexp literal.  Lark reads such text with its own LALR grammar parser and then
+rewrites the trees (EBNF to BNF, templates, literals, simplification): about half of its parser
+construction for a JSON Schema of a few dozen properties, paid per request.  :func:`compile_plain`
+reads the same text with line-level regular expressions and returns what ``lark.load_grammar.Grammar.
+compile`` would (the same ``TerminalDef`` and ``Rule`` objects, in the same order, with the same
+``order`` indices: tested equal on every grammar the schema converter and the regex front door make);
+:class:`PrebuiltGrammar` hands them to ``lark.Lark`` in place of a parsed grammar.
+
+Anything outside that subset (EBNF operators, inline literals, ``%`` directives other than
+``%ignore NAME``, rule priorities, ``?rule`` / ``!rule`` modifiers, duplicate definitions, undefined
+names, templates) makes :func:`compile_plain` return ``None``, and the caller lets Lark read the text,
+so every error message is Lark's (as mapped by :mod:`gad.grammar.loader`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from lark.grammar import NonTerminal, Rule, Terminal
+from lark.lexer import TOKEN_DEFAULT_PRIORITY, TerminalDef, Token
+from lark.load_grammar import Grammar as LarkGrammar
+from lark.load_grammar import _literal_to_pattern
+
+_RULE_NAME = r"_?[a-z][_a-z0-9]*"  # Lark's RULE token without the ``!`` / ``?`` modifiers
+_TERM_NAME = r"_?[A-Z][_A-Z0-9]*"  # Lark's TERMINAL token
+_RULE_DEF = re.compile(rf"({_RULE_NAME})[ \t]*:(?!:)(.*)")
+_MORE = re.compile(r"[ \t]+\|(.*)")
+_TERM_DEF = re.compile(rf"({_TERM_NAME})(?:\.(-?[0-9]+))?[ \t]*:[ \t]*(/(?:[^/\\\n]|\\.)+/[imslux]*|\"(?:[^\"\\\n]|\\.)*\"i?)[ \t]*")
+_IGNORE = re.compile(rf"%ignore[ \t]+({_TERM_NAME})[ \t]*")
+_SYMBOL = re.compile(rf"({_RULE_NAME}|{_TERM_NAME})(\??)")
+
+
+class PrebuiltGrammar(LarkGrammar):
+    """A ``lark.load_grammar.Grammar`` whose :meth:`compile` returns rules and terminals built already.
+
+    ``lark.Lark(PrebuiltGrammar(...), ...)`` then skips Lark's grammar parser and tree rewriting; the
+    rest of Lark's construction (lexer, LALR table) is unchanged.
+    """
+
+    def __init__(self, terminals: list[TerminalDef], rules: list[Rule], ignore: list[str]) -> None:
+        super().__init__([], [], list(ignore))
+        self._compiled = (terminals, rules, list(ignore))
+
+    def compile(self, start: Any, terminals_to_keep: Any) -> tuple[list[TerminalDef], list[Rule], list[str]]:
+        """The prebuilt ``(terminals, rules, ignore)``: new lists each call (Lark may edit terminals)."""
+        terminals, rules, ignore = self._compiled
+        return ([TerminalDef(t.name, t.pattern, t.priority) for t in terminals], list(rules), list(ignore))
+
+
+def _alternatives(body: str) -> list[list[tuple[str, bool]]] | None:
+    """``[[(name, optional), ...], ...]`` of ``a b? | c``, or None outside plain BNF."""
+    alts = []
+    for part in body.split("|"):
+        syms = []
+        for word in part.split():
+            m = _SYMBOL.fullmatch(word)
+            if m is None:
+                return None
+            syms.append((m.group(1), m.group(2) == "?"))
+        alts.append(syms)
+    return alts
+
+
+def _expand(alt: list[tuple[str, bool]]) -> list[list[str]]:
+    """An alternative with ``x?`` symbols as Lark expands it (``maybe_placeholders=False``): the
+    leftmost optional symbol present first, then absent, each recursively (Lark's
+    ``SimplifyRule_Visitor`` distributes the first ``expansions`` child it finds)."""
+    for i, (_name, opt) in enumerate(alt):
+        if opt:
+            head = [(n, False) for n, _ in alt[:i]]
+            with_it = head + [(alt[i][0], False)] + alt[i + 1:]
+            without = head + alt[i + 1:]
+            return _expand(with_it) + _expand(without)
+    return [[n for n, _ in alt]]
+
+
+def compile_plain(text: str, start: Sequence[str]) -> tuple[list[TerminalDef], list[Rule], list[str]] | None:
+    """What ``lark.Lark(text, parser="lalr", maybe_placeholders=False, start=start)`` compiles ``text``
+    to — ``(terminals, rules, ignore)`` as ``lark.load_grammar.Grammar.compile`` returns them — when
+    ``text`` is plain BNF (see the module doc); ``None`` otherwise (then Lark must read it).
+    """
+    rule_bodies: dict[str, list[list[tuple[str, bool]]]] = {}
+    term_defs: dict[str, TerminalDef] = {}
+    ignore: list[str] = []
+    current: str | None = None
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        m = _MORE.fullmatch(line)
+        if m is not None:
+            if current is None:
+                return None
+            alts = _alternatives(m.group(1))
+            if alts is None:
+                return None
+            rule_bodies[current].extend(alts)
+            continue
+        current = None
+        m = _RULE_DEF.fullmatch(line)
+        if m is not None:
+            name = m.group(1)
+            alts = _alternatives(m.group(2))
+            if alts is None or name in rule_bodies:
+                return None
+            rule_bodies[name] = alts
+            current = name
+            continue
+        m = _TERM_DEF.fullmatch(line)
+        if m is not None:
+            name, prio, lit = m.group(1), m.group(2), m.group(3)
+            if name in term_defs or "\n" in lit:
+                return None
+            try:
+                pattern = _literal_to_pattern(Token("STRING" if lit[0] == '"' else "REGEXP", lit))
+            except Exception:  # Lark's own messages for bad literals: let Lark raise them
+                return None
+            term_defs[name] = TerminalDef(name, pattern, int(prio) if prio else TOKEN_DEFAULT_PRIORITY)
+            continue
+        m = _IGNORE.fullmatch(line)
+        if m is not None:
+            ignore.append(m.group(1))
+            continue
+        return None
+    if any(s not in rule_bodies for s in start) or any(n not in term_defs for n in ignore):
+        return None
+
+    rules: list[Rule] = []
+    for name, alts in rule_bodies.items():
+        origin = NonTerminal(name)
+        expansions = [e for alt in alts for e in _expand(alt)]
+        if len({tuple(e) for e in expansions}) != len(expansions):
+            return None  # Lark drops duplicate empty alternatives and refuses others: its messages
+        for order, exp in enumerate(expansions):
+            syms: list[Any] = []
+            for s in exp:
+                if s[0].isupper() or s.lstrip("_")[:1].isupper():
+                    if s not in term_defs:
+                        return None
+                    syms.append(Terminal(s, filter_out=s.startswith("_")))
+                else:
+                    if s not in rule_bodies:
+                        return None
+                    syms.append(NonTerminal(s))
+            rules.append(Rule(origin, syms, order, None, None))
+
+    # unused rules and terminals go, as in Lark's Grammar.compile
+    while True:
+        n = len(rules)
+        used = {s for r in rules for s in r.expansion if isinstance(s, NonTerminal) and s != r.origin}
+        used |= {NonTerminal(s) for s in start}
+        rules = [r for r in rules if r.origin in used]
+        if len(rules) == n:
+            break
+    used_terms = {s.name for r in rules for s in r.expansion if isinstance(s, Terminal)}
+    terminals = [t for t in term_defs.values() if t.name in used_terms or t.name in ignore]
+    return terminals, rules, ignore
