@@ -1,0 +1,72 @@
+"""The flattened 2020-12 meta-schema refuses exactly the schemas jsonschema's own 2020-12 check refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gad.errors import InvalidSchemaError
+from gad.grammar import json_schema
+from gad.grammar.schema_meta import FLAT_2020_12, check_2020_12
+
+_KEYWORDS = sorted(FLAT_2020_12["properties"]) + ["x-extension", "nullable"]
+_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.sampled_from([1.5, 0.0, -0.5]),
+              st.sampled_from(["", "x", "string", "integer", "^a(", "[a-z]+", "#/a", "#foo", "http://x y",
+                               "https://e.com/s", "a.b", "1bad"])),
+    lambda ch: st.one_of(st.lists(ch, max_size=3),
+                         st.dictionaries(st.sampled_from(_KEYWORDS[:20] + ["p", "q"]), ch, max_size=3)),
+    max_leaves=6)
+_schemas = st.recursive(
+    st.dictionaries(st.sampled_from(_KEYWORDS), _values, max_size=3),
+    lambda ch: st.one_of(
+        st.builds(lambda s, k: {k: s}, ch, st.sampled_from(["not", "items", "if", "additionalProperties"])),
+        st.builds(lambda d: {"properties": d}, st.dictionaries(st.sampled_from(["a", "b"]), ch, max_size=2)),
+        st.builds(lambda xs: {"anyOf": xs}, st.lists(ch, max_size=2)),
+        st.builds(lambda d: {"$defs": d}, st.dictionaries(st.sampled_from(["a", "b"]), ch, max_size=2))),
+    max_leaves=5)
+
+
+def _refused(check: Any, schema: Any) -> bool:
+    try:
+        check(schema)
+    except jsonschema.exceptions.SchemaError:
+        return True
+    return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_schemas, st.booleans(), st.integers()))
+def test_refuses_what_jsonschema_refuses(schema: Any) -> None:
+    assert _refused(check_2020_12, schema) is _refused(jsonschema.Draft202012Validator.check_schema, schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "strin"}, {"minLength": -1}, {"pattern": "a("}, {"required": ["a", "a"]}, {"anyOf": []},
+    {"properties": {"a": {"type": 3}}}, {"$defs": {"x": {"enum": 1}}}, {"items": [{"type": "string"}]},
+    {"$anchor": "1x"}, {"prefixItems": [{"maximum": "9"}]}, {"dependentRequired": {"a": [1]}},
+])
+def test_invalid_schemas_are_refused_with_a_pointer(schema: dict) -> None:
+    assert _refused(jsonschema.Draft202012Validator.check_schema, schema)
+    with pytest.raises(InvalidSchemaError, match="not a valid JSON Schema"):
+        json_schema.convert(schema)
+
+
+def _maskbench() -> Path:
+    return Path(os.environ.get("GAD_MASKBENCH_DIR") or Path(__file__).resolve().parents[3] / "shared" / "data" / "maskbench")
+
+
+@pytest.mark.skipif(not _maskbench().is_dir(), reason="MaskBench not found (read in place, never copied)")
+def test_maskbench_schemas_agree() -> None:
+    files = sorted(_maskbench().glob("*.json"))[::25]
+    for f in files:
+        schema = json.loads(f.read_text())["schema"]
+        assert _refused(check_2020_12, schema) is _refused(jsonschema.Draft202012Validator.check_schema, schema), f.name
+    assert len(files) > 50
