@@ -132,33 +132,58 @@ def compile_plain(text: str, start: Sequence[str]) -> tuple[list[TerminalDef], l
     if any(s not in rule_bodies for s in start) or any(n not in term_defs for n in ignore):
         return None
 
-    rules: list[Rule] = []
+    expansions: dict[str, list[list[str]]] = {}
     for name, alts in rule_bodies.items():
-        origin = NonTerminal(name)
-        expansions = [e for alt in alts for e in _expand(alt)]
-        if len({tuple(e) for e in expansions}) != len(expansions):
+        exps = [e for alt in alts for e in _expand(alt)]
+        if len({tuple(e) for e in exps}) != len(exps):
             return None  # Lark drops duplicate empty alternatives and refuses others: its messages
-        for order, exp in enumerate(expansions):
-            syms: list[Any] = []
-            for s in exp:
-                if s[0].isupper() or s.lstrip("_")[:1].isupper():
-                    if s not in term_defs:
-                        return None
-                    syms.append(Terminal(s, filter_out=s.startswith("_")))
-                else:
-                    if s not in rule_bodies:
-                        return None
-                    syms.append(NonTerminal(s))
-            rules.append(Rule(origin, syms, order, None, None))
+        for exp in exps:
+            for sym in exp:
+                if sym not in (term_defs if _is_terminal(sym) else rule_bodies):
+                    return None  # undefined: Lark's message
+        expansions[name] = exps
 
-    # unused rules and terminals go, as in Lark's Grammar.compile
-    while True:
-        n = len(rules)
-        used = {s for r in rules for s in r.expansion if isinstance(s, NonTerminal) and s != r.origin}
-        used |= {NonTerminal(s) for s in start}
-        rules = [r for r in rules if r.origin in used]
-        if len(rules) == n:
-            break
+    # unused rules go, as in Lark's Grammar.compile: repeatedly drop the rules whose origin no rule of
+    # another origin uses (the same fixpoint, by reference counts; unreachable cycles stay, as there)
+    refs: dict[str, int] = dict.fromkeys(expansions, 0)
+    for name, exps in expansions.items():
+        for exp in exps:
+            for sym in exp:
+                if sym != name and sym in refs:
+                    refs[sym] += 1
+    alive = set(expansions)
+    todo = [n for n, k in refs.items() if k == 0 and n not in start]
+    while todo:
+        n = todo.pop()
+        if n not in alive:
+            continue
+        alive.discard(n)
+        for exp in expansions[n]:
+            for sym in exp:
+                if sym != n and sym in refs:
+                    refs[sym] -= 1
+                    if refs[sym] == 0 and sym not in start:
+                        todo.append(sym)
+
+    rules: list[Rule] = []
+    symbols: dict[str, Any] = {}
+    for name, exps in expansions.items():
+        if name not in alive:
+            continue
+        origin = NonTerminal(name)
+        for order, exp in enumerate(exps):
+            syms = []
+            for sym in exp:
+                obj = symbols.get(sym)
+                if obj is None:
+                    obj = symbols[sym] = (Terminal(sym, filter_out=sym.startswith("_")) if _is_terminal(sym)
+                                          else NonTerminal(sym))
+                syms.append(obj)
+            rules.append(Rule(origin, syms, order, None, None))
     used_terms = {s.name for r in rules for s in r.expansion if isinstance(s, Terminal)}
     terminals = [t for t in term_defs.values() if t.name in used_terms or t.name in ignore]
     return terminals, rules, ignore
+
+
+def _is_terminal(name: str) -> bool:
+    return name.lstrip("_")[:1].isupper()
