@@ -103,14 +103,35 @@ def _propagate(sets: dict[Any, set], edges: dict[Any, set], seeds: list[tuple[An
 
 @contextlib.contextmanager
 def lark_uses_fast_sets() -> Iterator[None]:
-    """Within the block, Lark's grammar analysis calls :func:`calculate_sets` (not thread-safe: hold
-    the lock under which Lark parsers are built)."""
+    """Within the block, Lark's grammar analysis calls :func:`calculate_sets` and remembers
+    ``expand_rule`` results per analyzer (not thread-safe: hold the lock under which Lark parsers are
+    built)."""
     saved = getattr(_ga, "calculate_sets", None)
     if saved is None:  # a Lark without this function: leave it alone
         yield
         return
+    saved_expand = _ga.GrammarAnalyzer.expand_rule
     _ga.calculate_sets = calculate_sets
+    _ga.GrammarAnalyzer.expand_rule = _memo_expand_rule(saved_expand)  # type: ignore[method-assign]
     try:
         yield
     finally:
         _ga.calculate_sets = saved
+        _ga.GrammarAnalyzer.expand_rule = saved_expand  # type: ignore[method-assign]
+
+
+def _memo_expand_rule(expand: Any) -> Any:
+    """Lark's ``GrammarAnalyzer.expand_rule`` (the LR(0) closure items a nonterminal predicts, a
+    breadth-first search) remembered per analyzer and nonterminal: Lark's LR(0) construction asks
+    again for every item set whose kernel has the nonterminal next, about half of its time on a
+    schema grammar.  Callers only read the returned set (``closure |= ...``, copied into item sets)."""
+
+    def expand_rule(self: Any, source_rule: Any, rules_by_origin: Any = None) -> Any:
+        memo = self.__dict__.setdefault("_gad_expand_memo", {})
+        key = (source_rule, id(rules_by_origin))
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = expand(self, source_rule, rules_by_origin)
+        return hit
+
+    return expand_rule

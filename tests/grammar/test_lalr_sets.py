@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import lark
 import pytest
 from lark.grammar import NonTerminal, Rule, Terminal
 from lark.parsers import grammar_analysis
@@ -11,6 +12,7 @@ from lark.parsers import grammar_analysis
 import gad
 from gad.grammar.lalr_sets import calculate_sets, lark_uses_fast_sets
 from gad.grammar.loader import builtin_names
+from gad.testing import canonical_parse_table
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}},
                                            "c": {"anyOf": [{"type": "null"}, {"type": "boolean"}]}},
@@ -67,3 +69,12 @@ def test_swap_is_scoped() -> None:
     with lark_uses_fast_sets():
         assert grammar_analysis.calculate_sets is calculate_sets
     assert grammar_analysis.calculate_sets is orig
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_patched_build_gives_lark_own_table(name: str) -> None:
+    """Lark's parser built under gad's patches (fast sets, remembered expand_rule) is Lark's own."""
+    g = gad.Grammar.builtin(name)
+    own = lark.Lark(g.lark_text, parser="lalr", lexer="contextual", start=g.start, maybe_placeholders=False,
+                    source_path=g.path)
+    assert canonical_parse_table(g.lark, g.start) == canonical_parse_table(own, g.start)
