@@ -17,6 +17,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from lark.parsers import grammar_analysis as _ga
+from lark.parsers import lalr_parser as _lalr_parser
+
+from gad.grammar.lalr_table import FastLALRAnalyzer
 
 
 def calculate_sets(rules: Sequence[Any]) -> tuple[dict[Any, set], dict[Any, set], set]:
@@ -103,21 +106,26 @@ def _propagate(sets: dict[Any, set], edges: dict[Any, set], seeds: list[tuple[An
 
 @contextlib.contextmanager
 def lark_uses_fast_sets() -> Iterator[None]:
-    """Within the block, Lark's grammar analysis calls :func:`calculate_sets` and remembers
-    ``expand_rule`` results per analyzer (not thread-safe: hold the lock under which Lark parsers are
-    built)."""
+    """Within the block, Lark's LALR parsers get their tables from
+    :class:`gad.grammar.lalr_table.FastLALRAnalyzer`, and Lark's own analyzer (which that one defers
+    to for ``debug`` / ``strict`` parsers and for grammars Lark refuses) calls :func:`calculate_sets`
+    and remembers ``expand_rule`` results per analyzer.  Not thread-safe: hold the lock under which
+    Lark parsers are built."""
     saved = getattr(_ga, "calculate_sets", None)
     if saved is None:  # a Lark without this function: leave it alone
         yield
         return
     saved_expand = _ga.GrammarAnalyzer.expand_rule
+    saved_analyzer = _lalr_parser.LALR_Analyzer
     _ga.calculate_sets = calculate_sets
     _ga.GrammarAnalyzer.expand_rule = _memo_expand_rule(saved_expand)  # type: ignore[method-assign]
+    _lalr_parser.LALR_Analyzer = FastLALRAnalyzer  # type: ignore[misc,assignment]
     try:
         yield
     finally:
         _ga.calculate_sets = saved
         _ga.GrammarAnalyzer.expand_rule = saved_expand  # type: ignore[method-assign]
+        _lalr_parser.LALR_Analyzer = saved_analyzer  # type: ignore[misc]
 
 
 def _memo_expand_rule(expand: Any) -> Any:

@@ -130,6 +130,9 @@ def test_maskbench_grammars_equal_lark() -> None:
         fast = compile_plain(text, ["start"])
         assert fast is not None, f.name
         _same(fast, _lark_compile(text))
+        # and the parser gad builds from it (gad.grammar.lalr_table) is Lark's own
+        own = lark.Lark(text, parser="lalr", lexer="contextual", maybe_placeholders=False)
+        assert canonical_parse_table(_build_lark(text, "start")) == canonical_parse_table(own), f.name
         checked += 1
     assert checked >= 20
 
