@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lark.grammar import NonTerminal, Rule
-from lark.parsers.lalr_analysis import LALR_Analyzer, Reduce, Shift, digraph
-from lark.parsers.lalr_analysis import IntParseTable
+from lark.parsers.lalr_analysis import IntParseTable, LALR_Analyzer, Reduce, Shift, digraph
 from lark.utils import logger
 
 _END = "$END"
@@ -37,7 +36,7 @@ class FastLALRAnalyzer:
         self.parse_table: Any = None
 
     def compute_lalr(self) -> None:
-        table = None
+        table: Any = None
         if not (self.debug or self.strict):
             table = lalr_table(self.parser_conf.rules, self.parser_conf.start)
         if table is None:
@@ -76,8 +75,8 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
     if any(s not in origins for s in starts):
         return None
     for r in rules:
-        for s in r.expansion:
-            if not s.is_term and s.name not in origins:
+        for x in r.expansion:
+            if not x.is_term and x.name not in origins:
                 return None
     roots = [Rule(NonTerminal("$root_" + s), [NonTerminal(s)]) for s in starts]
     all_rules = rules + roots
@@ -92,9 +91,9 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
     for k, r in enumerate(all_rules):
         base.append(len(item_next))
         by_origin[r.origin.name].append(k)
-        for s in r.expansion:
-            item_next.append(s.name)
-            item_nt.append(not s.is_term)
+        for x in r.expansion:
+            item_next.append(x.name)
+            item_nt.append(not x.is_term)
             item_rule.append(k)
         item_next.append(None)
         item_nt.append(False)
@@ -140,10 +139,10 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
             trans.append({})
         return sid
 
-    start_state = {}
-    for s, root in zip(starts, roots):
-        k = len(all_rules) - len(roots) + roots.index(root)
-        start_state[s] = state_of(frozenset([base[k]]), predicted(root.origin.name))
+    start_state: dict[str, int] = {}
+    for n_root, (start, root) in enumerate(zip(starts, roots)):
+        k = len(rules) + n_root
+        start_state[start] = state_of(frozenset([base[k]]), predicted(root.origin.name))
     q = 0
     while q < len(kernels):
         groups: dict[str, list[int]] = {}
@@ -162,8 +161,8 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
     reads: dict[tuple[int, str], set[tuple[int, str]]] = defaultdict(set)
     includes: dict[tuple[int, str], set[tuple[int, str]]] = defaultdict(set)
     lookback: dict[tuple[int, str], set[tuple[int, int]]] = defaultdict(set)
-    for s, sid in start_state.items():
-        directly_reads[(sid, s)] = {_END}
+    for start, sid in start_state.items():
+        directly_reads[(sid, start)] = {_END}
     for st in range(n_states):
         seen: set[str] = set()
         for i in closures[st]:
@@ -242,7 +241,7 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
         for i in closures[st]:
             if item_next[i] is None:
                 origin = all_rules[item_rule[i]].origin.name
-                for s in starts:
-                    if origin == "$root_" + s:
-                        end_states[s] = st
+                for start in starts:
+                    if origin == "$root_" + start:
+                        end_states[start] = st
     return IntParseTable(states, dict(start_state), end_states)

@@ -10,8 +10,8 @@ import pytest
 from lark.common import ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
-from lark.parsers.lalr_analysis import LALR_Analyzer
 from lark.parsers import grammar_analysis
+from lark.parsers.lalr_analysis import LALR_Analyzer
 
 import gad
 from gad.grammar.lalr_sets import calculate_sets, lark_uses_fast_sets
