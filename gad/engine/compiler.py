@@ -51,7 +51,9 @@ def _code_version() -> str:
     written by other code (another gad, or a venv with another Lark, as vLLM's) is never reused."""
     h = hashlib.sha256(f"{CACHE_FORMAT}|lark {lark.__version__}|interegular {_INTEREGULAR}".encode())
     here = Path(__file__).parent
-    for mod in (here / "lexer.py", here / "compiler.py", here / "cachefile.py", here.parent / "grammar" / "automata.py"):
+    grammar = here.parent / "grammar"  # what builds the automata and the LALR tables a cache file stores
+    for mod in (here / "lexer.py", here / "compiler.py", here / "cachefile.py", grammar / "automata.py",
+                grammar / "lalr_table.py", grammar / "plain_bnf.py"):
         h.update(mod.read_bytes())
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
