@@ -27,6 +27,7 @@ from gad.engine.compiler import CompiledGrammar
 from gad.engine.protocols import ForcedTextMatcher
 from gad.engine.vocab import Vocabulary
 from gad.errors import InvalidArgumentError
+from gad.testing.strategies import lark_grammars, longest_match_consistent
 
 
 def oracle_forced(m, max_bytes: int = 64) -> bytes:
@@ -223,45 +224,8 @@ def test_finite_language_stand_in_has_no_jump_forward() -> None:
 
 # ------------------------------------------------------------------------------ random grammars
 _ATOMS = ["a", "b", "c", "[ab]", "[bc]", "[abc]", "ä"]
-
-
-@st.composite
-def _terminal(draw):
-    if draw(st.booleans()):
-        return "lit", "".join(draw(st.lists(st.sampled_from(["a", "b", "c", "ä"]), min_size=1, max_size=4)))
-    items = draw(st.lists(st.tuples(st.sampled_from(_ATOMS), st.sampled_from(["", "+", "*", "?"])),
-                          min_size=1, max_size=3))
-    return "re", "".join(a + q for a, q in items)
-
-
-@st.composite
-def _grammar(draw):
-    n = draw(st.integers(2, 4))
-    terms = draw(st.lists(_terminal(), min_size=n, max_size=n, unique=True))
-    names = [f"T{i}" for i in range(n)]
-    alts = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=3).map(tuple),
-                         min_size=1, max_size=4, unique=True))
-    lines = ["start: item+" if draw(st.booleans()) else "start: item",
-             "item: " + " | ".join(" ".join(a) for a in alts)]
-    for name, (kind, body) in zip(names, terms):
-        lines.append(f'{name}: "{body}"' if kind == "lit" else f"{name}: /{body}/")
-    return "\n".join(lines) + "\n", terms
-
-
 _ALPHA = ["a", "b", "c", "ä"]
-
-
-def _longest_consistent(regexp: str, max_len: int = 4) -> bool:
-    """On every string up to ``max_len``, Python's leftmost-first match is the longest matching prefix."""
-    r = re.compile(regexp)
-    for k in range(max_len + 1):
-        for p in itertools.product(_ALPHA, repeat=k):
-            s = "".join(p)
-            m = r.match(s)
-            longest = max((i for i in range(1, len(s) + 1) if r.fullmatch(s[:i])), default=None)
-            if (m.end() if m and m.end() > 0 else None) != longest:
-                return False
-    return True
+_grammar = lark_grammars(_ALPHA, _ATOMS, max_literal=4)
 
 
 def _lark_parses(parser: lark.Lark, s: str) -> bool:
@@ -273,13 +237,13 @@ def _lark_parses(parser: lark.Lark, s: str) -> bool:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(_grammar(), st.integers(0, 2**31 - 1))
+@given(_grammar, st.integers(0, 2**31 - 1))
 def test_random_grammars(g, seed: int) -> None:
     text, terms = g
     for kind, body in terms:
         if kind == "re":
             assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
-            assume(_longest_consistent(body))  # gad's documented rule: a terminal's longest match
+            assume(longest_match_consistent(body, _ALPHA, 4))  # gad's documented rule: a terminal's longest match
     try:
         parser = lark.Lark(text, parser="lalr", lexer="contextual")
     except lark.exceptions.LarkError:

@@ -15,10 +15,10 @@ import re
 import lark
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from gad.engine.compiler import CompiledGrammar
 from gad.engine.vocab import Vocabulary
+from gad.testing.strategies import lark_grammars, longest_match_consistent
 
 logging.getLogger("lark").setLevel(logging.ERROR)  # Lark's own collision warnings
 
@@ -122,52 +122,17 @@ def test_multi_token_walk_through_a_pending_close() -> None:
 # --- random grammars over small alphabets ------------------------------------------------------------
 
 _ATOMS = ["a", "b", "c", "[ab]", "[bc]", "[abc]"]
-
-
-def _longest_consistent(regexp: str, alphabet: str, max_len: int) -> bool:
-    """On every string up to ``max_len``, Python's leftmost-first match is the longest matching prefix
-    (gad's rule for one terminal's own match; regexes where it differs are not generated)."""
-    r = re.compile(regexp)
-    for s in _strings(alphabet, max_len):
-        m = r.match(s)
-        longest = max((k for k in range(1, len(s) + 1) if r.fullmatch(s[:k])), default=None)
-        if (m.end() if m and m.end() > 0 else None) != longest:
-            return False
-    return True
-
-
-@st.composite
-def _terminal(draw):
-    if draw(st.booleans()):
-        return "lit", "".join(draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3)))
-    items = draw(st.lists(st.tuples(st.sampled_from(_ATOMS), st.sampled_from(["", "+", "*", "?"])),
-                          min_size=1, max_size=3))
-    return "re", "".join(a + q for a, q in items)
-
-
-@st.composite
-def _grammar(draw):
-    n = draw(st.integers(2, 4))
-    terms = draw(st.lists(_terminal(), min_size=n, max_size=n, unique=True))
-    prios = draw(st.lists(st.sampled_from(["", "", ".2"]), min_size=n, max_size=n))
-    names = [f"T{i}" for i in range(n)]
-    alts = draw(st.lists(st.lists(st.sampled_from(names), min_size=1, max_size=3).map(tuple),
-                         min_size=1, max_size=4, unique=True))
-    rep = draw(st.booleans())
-    lines = ["start: item+" if rep else "start: item", "item: " + " | ".join(" ".join(a) for a in alts)]
-    for name, (kind, body), pr in zip(names, terms, prios):
-        lines.append(f'{name}{pr}: "{body}"' if kind == "lit" else f"{name}{pr}: /{body}/")
-    return "\n".join(lines) + "\n", terms
+_grammar = lark_grammars("abc", _ATOMS, max_literal=3, priorities=True)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(_grammar())
+@given(_grammar)
 def test_random_grammars_agree_with_lark(g) -> None:
     text, terms = g
     for kind, body in terms:
         if kind == "re":
             assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
-            assume(_longest_consistent(body, "abc", 5))
+            assume(longest_match_consistent(body, "abc", 5))
     try:
         lark.Lark(text, parser="lalr", lexer="contextual")
     except lark.exceptions.LarkError:
