@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import lark
+import lark.lark as lark_module
 import lark.lexer as lark_lexer
 from lark import Lark
-from lark.common import ParserConf
+from lark.common import LexerConf, ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
 from lark.lexer import TerminalDef
@@ -51,7 +52,7 @@ from gad.errors import (
 from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 from gad.grammar.lalr_sets import lark_uses_fast_sets
-from gad.grammar.plain_bnf import PrebuiltGrammar, compile_plain
+from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
 
 __all__ = ["Grammar"]
 
@@ -97,11 +98,19 @@ def _build_lark(text: str, start: str, path: str = "<string>") -> Lark:
         lark_logger.setLevel(logging.DEBUG)
         try:
             prebuilt = compile_plain(text, [start])
-            source: Any = text if prebuilt is None else PrebuiltGrammar(*prebuilt)
-            with lark_uses_fast_sets():
-                parser = lark.Lark(source, parser="lalr", lexer="contextual", start=start,
-                                   maybe_placeholders=False, source_path=_source_path(path))
+            source: Any = text
+            if prebuilt is not None:  # plain BNF: Lark's rules built directly, terminals checked once
+                validate_terminals(prebuilt[0], prebuilt[2])
+                source = PrebuiltGrammar(*prebuilt)
+                lark_module.LexerConf = ValidatedLexerConf  # type: ignore[misc]
+            try:
+                with lark_uses_fast_sets():
+                    parser = lark.Lark(source, parser="lalr", lexer="contextual", start=start,
+                                       maybe_placeholders=False, source_path=_source_path(path))
+            finally:
+                lark_module.LexerConf = LexerConf  # type: ignore[misc]
             parser.source_grammar = text
+            parser._gad_prebuilt = prebuilt is not None  # type: ignore[attr-defined]
         finally:
             lark_lexer.has_interegular = saved
             lark_logger.setLevel(saved_level)
@@ -456,6 +465,12 @@ class Grammar:
         Raises:
             UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
         """
+        if getattr(parser, "_gad_prebuilt", False) and not any("(?P" in t.pattern.to_regexp()
+                                                                for t in parser.terminals):
+            # plain BNF names every terminal itself (valid group names, checked by compile_plain) and
+            # each pattern compiled alone (validate_terminals): the combined pattern compiles too, so
+            # Lark may build it when a parse first needs it
+            return
         lexer = parser.parser.lexer
         # the root lexer's scanner holds every terminal's pattern (each wrapped in its own named
         # group, so a context's scanner, a subset of them, compiles whenever this one does)

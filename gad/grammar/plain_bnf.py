@@ -22,6 +22,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from lark.common import LexerConf
+from lark.exceptions import LexError
 from lark.grammar import NonTerminal, Rule, Terminal
 from lark.lexer import TOKEN_DEFAULT_PRIORITY, TerminalDef, Token
 from lark.load_grammar import Grammar as LarkGrammar
@@ -51,6 +53,35 @@ class PrebuiltGrammar(LarkGrammar):
         """The prebuilt ``(terminals, rules, ignore)``: new lists each call (Lark may edit terminals)."""
         terminals, rules, ignore = self._compiled
         return ([TerminalDef(t.name, t.pattern, t.priority) for t in terminals], list(rules), list(ignore))
+
+
+class ValidatedLexerConf(LexerConf):
+    """Lark's ``LexerConf`` for terminals :func:`validate_terminals` has checked already: its
+    ``skip_validation`` spares each of the contextual lexer's per-state lexers from compiling every
+    one of its terminals again (a schema grammar has a few hundred states)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.skip_validation = True
+
+
+def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], g_regex_flags: int = 0) -> None:
+    """Lark's lexer checks (``lark.lexer.BasicLexer``), once per terminal, with Lark's messages.
+
+    Raises:
+        lark.exceptions.LexError: a terminal Python's ``re`` refuses, a zero-width terminal, or an
+            ``%ignore`` name that is not a terminal.
+    """
+    for t in terminals:
+        try:
+            re.compile(t.pattern.to_regexp(), g_regex_flags)
+        except re.error:
+            raise LexError(f"Cannot compile token {t.name}: {t.pattern}") from None
+        if t.pattern.min_width == 0:
+            raise LexError(f"Lexer does not allow zero-width terminals. ({t.name}: {t.pattern})")
+    names = {t.name for t in terminals}
+    if not set(ignore) <= names:
+        raise LexError(f"Ignore terminals are not defined: {set(ignore) - names}")
 
 
 def _alternatives(body: str) -> list[list[tuple[str, bool]]] | None:

@@ -165,3 +165,25 @@ def test_literal_text_unescapes() -> None:
     assert literal_text(re.escape('"k-1 é"')) == '"k-1 é"'
     assert literal_text(r"\,") == ","
     assert literal_text("false") == "false"
+
+
+@pytest.mark.parametrize("text", [
+    "start: A\nA: /a*/\n",                    # zero-width terminal
+    "start: A\nA: /a(/\n",                    # Python's re refuses it
+    "start: A B\nA: /a/\nB: /(?P<A>b)/\n",    # a group name clashing in Lark's combined pattern
+    "start: A\nA: /(?P<x>a)(?P<x>b)/\n",      # refused alone
+])
+def test_bad_terminals_give_the_same_typed_error_either_way(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert compile_plain(text, ["start"]) is not None
+    with pytest.raises(GadError) as fast:
+        gad.Grammar.from_string(text)
+    monkeypatch.setattr(loader, "compile_plain", lambda text, start: None)
+    with pytest.raises(GadError) as slow:
+        gad.Grammar.from_string(text)
+    assert type(fast.value) is type(slow.value) and str(fast.value) == str(slow.value)
+
+
+def test_prebuilt_grammar_parses_with_lark_scanner_built_lazily() -> None:
+    g = gad.Grammar.from_json_schema({"type": "object", "properties": {"a": {"enum": ["x", "y"]}}})
+    assert g.lark._gad_prebuilt
+    assert g.parses('{"a":"y"}') and not g.parses('{"a":"z"}')
