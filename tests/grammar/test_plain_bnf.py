@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import gad
 from gad.errors import GadError
 from gad.grammar import json_schema, loader, regex
-from gad.grammar.automata import literal_text, literal_words, regex_fsm, words_fsm
+from gad.grammar.automata import literal_text, literal_words, regex_fsm, repeat_fsm, repeat_parts, words_fsm
 from gad.grammar.loader import _build_lark
 from gad.grammar.plain_bnf import compile_plain
 from gad.testing import canonical_parse_table
@@ -187,3 +187,36 @@ def test_prebuilt_grammar_parses_with_lark_scanner_built_lazily() -> None:
     g = gad.Grammar.from_json_schema({"type": "object", "properties": {"a": {"enum": ["x", "y"]}}})
     assert g.lark._gad_prebuilt
     assert g.parses('{"a":"y"}') and not g.parses('{"a":"z"}')
+
+
+_BODIES = ["a", "ab", "[ab]c", "a|bc", "[^a]", "x|y|zz", "\\\\x", "a?b", "ab*c", "[a-c]",
+           r'[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f])']
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(_BODIES), st.integers(0, 3), st.sampled_from([None, 0, 1, 3]),
+       st.sampled_from(["", '"', "a", "xq"]), st.sampled_from(["", '"', "a", "b", "qz"]), st.booleans())
+def test_bounded_repeats_equal_interegular(body: str, lo: int, extra: int | None, pre: str, post: str,
+                                           exact_form: bool) -> None:
+    hi = None if extra is None else lo + extra
+    count = f"{{{lo}}}" if hi == lo and exact_form else (f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}")
+    rx = re.escape(pre) + "(?:" + body + ")" + count + re.escape(post)
+    parts = repeat_parts(rx)
+    assert parts == (pre, body, lo, hi, post)
+    ref = interegular.parse_pattern(rx).to_fsm()
+    built = repeat_fsm(*parts)
+    if built is not None:  # None: a body that can go on after a match, or post clashing with it
+        assert built.equivalent(ref)
+    assert regex_fsm(rx).equivalent(ref)
+
+
+def test_json_string_length_bound_is_built_directly() -> None:
+    unit = r'(?:[^\x00-\x1f"\\]|\\(?:[btnfr"\\]|u00[01][0-9a-f]))'
+    built = repeat_fsm(*repeat_parts(f'"(?:{unit}){{0,40}}"'))  # type: ignore[misc]
+    assert built is not None and built.accepts('"' + "é" * 40 + '"') and not built.accepts('"' + "a" * 41 + '"')
+    assert built.accepts('"\\u001f\\n"') and not built.accepts('"\\x"')
+
+
+@pytest.mark.parametrize("rx", ["(?:a)*", "(?:a){2}(?:b){2}", "a(?:b|c)", "(?:a){3,1}", "(?:a{2}"])
+def test_other_shapes_are_not_repeats(rx: str) -> None:
+    assert repeat_parts(rx) is None
