@@ -19,6 +19,8 @@ so every error message is Lark's (as mapped by :mod:`gad.grammar.loader`).
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +57,23 @@ class PrebuiltGrammar(LarkGrammar):
         return ([TerminalDef(t.name, t.pattern, t.priority) for t in terminals], list(rules), list(ignore))
 
 
+# Per process, shared by every grammar read here: a terminal literal's Lark pattern (Lark never
+# changes a pattern after making it; it caches its width on it), and the (regexp, flags) pairs that
+# passed Lark's lexer checks.  Schema grammars repeat the same terminals (JSON strings, numbers,
+# punctuation), so each is parsed, compiled and measured once.
+_CACHE_SIZE = 8192
+_PATTERNS: OrderedDict[str, Any] = OrderedDict()
+_VALID: OrderedDict[tuple[str, int], bool] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
+    with _CACHE_LOCK:
+        cache[key] = value
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+
+
 class ValidatedLexerConf(LexerConf):
     """Lark's ``LexerConf`` for terminals :func:`validate_terminals` has checked already: its
     ``skip_validation`` spares each of the contextual lexer's per-state lexers from compiling every
@@ -73,12 +92,16 @@ def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], 
             ``%ignore`` name that is not a terminal.
     """
     for t in terminals:
+        regexp = t.pattern.to_regexp()
+        if (regexp, g_regex_flags) in _VALID:  # compiled and of positive width before
+            continue
         try:
-            re.compile(t.pattern.to_regexp(), g_regex_flags)
+            re.compile(regexp, g_regex_flags)
         except re.error:
             raise LexError(f"Cannot compile token {t.name}: {t.pattern}") from None
         if t.pattern.min_width == 0:
             raise LexError(f"Lexer does not allow zero-width terminals. ({t.name}: {t.pattern})")
+        _remember(_VALID, (regexp, g_regex_flags), True)
     names = {t.name for t in terminals}
     if not set(ignore) <= names:
         raise LexError(f"Ignore terminals are not defined: {set(ignore) - names}")
@@ -149,10 +172,13 @@ def compile_plain(text: str, start: Sequence[str]) -> tuple[list[TerminalDef], l
             name, prio, lit = m.group(1), m.group(2), m.group(3)
             if name in term_defs or "\n" in lit:
                 return None
-            try:
-                pattern = _literal_to_pattern(Token("STRING" if lit[0] == '"' else "REGEXP", lit))
-            except Exception:  # Lark's own messages for bad literals: let Lark raise them
-                return None
+            pattern = _PATTERNS.get(lit)
+            if pattern is None:
+                try:
+                    pattern = _literal_to_pattern(Token("STRING" if lit[0] == '"' else "REGEXP", lit))
+                except Exception:  # Lark's own messages for bad literals: let Lark raise them
+                    return None
+                _remember(_PATTERNS, lit, pattern)
             term_defs[name] = TerminalDef(name, pattern, int(prio) if prio else TOKEN_DEFAULT_PRIORITY)
             continue
         m = _IGNORE.fullmatch(line)
