@@ -185,24 +185,32 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
                     dr.add(s2)
                 if s2 in nullable:
                     rd.add((nxt, s2))
+    # suffix_null[i]: every symbol from item i's dot to the rule's end is nullable
+    suffix_null = [False] * len(item_next)
+    origin_of = [all_rules[k].origin.name for k in item_rule]
+    for k, r in enumerate(all_rules):
+        end = base[k] + len(r.expansion)
+        suffix_null[end] = True
+        for pos in range(end - 1, base[k] - 1, -1):
+            suffix_null[pos] = suffix_null[pos + 1] and item_next[pos] in nullable
+    by_origin_at: dict[int, dict[str, list[int]]] = {}  # state -> its closure's items by rule origin
     for nt in nt_trans:
         st, nonterminal = nt
+        groups_here = by_origin_at.get(st)
+        if groups_here is None:
+            groups_here = by_origin_at[st] = {}
+            for i in closures[st]:
+                groups_here.setdefault(origin_of[i], []).append(i)
         inc = []
         lb = lookback[nt]
-        for i in closures[st]:
+        for i in groups_here.get(nonterminal, ()):
             k = item_rule[i]
-            rule = all_rules[k]
-            if rule.origin.name != nonterminal:
-                continue
-            exp = rule.expansion
             st2 = st
-            for j in range(i - base[k], len(exp)):
-                sym = exp[j].name
+            for pos in range(i, base[k] + len(all_rules[k].expansion)):
+                sym = item_next[pos]
                 nt2 = (st2, sym)
-                st2 = trans[st2][sym]
-                if nt2 not in reads:
-                    continue
-                if all(exp[m].name in nullable for m in range(j + 1, len(exp))):
+                st2 = trans[st2][sym]  # type: ignore[index]
+                if nt2 in reads and suffix_null[pos + 1]:
                     inc.append(nt2)
             if i == base[k]:
                 lb.add((st2, k))  # st2 holds the satisfied item (it is st2's kernel)
@@ -210,17 +218,18 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
             includes[nt2].add(nt)
     read_sets = digraph(nt_trans, reads, directly_reads)
     follow_sets = digraph(nt_trans, includes, read_sets)
-    lookaheads: list[dict[str, set[int]]] = [defaultdict(set) for _ in range(n_states)]
+    lookaheads: dict[int, dict[str, set[int]]] = {}
     for nt, lbs in lookback.items():
         for st2, k in lbs:
+            la_here = lookaheads.setdefault(st2, {})
             for term in follow_sets[nt]:
-                lookaheads[st2][term].add(k)
+                la_here.setdefault(term, set()).add(k)
 
     # actions: shifts, then reduces (priority breaks reduce/reduce ties; shift wins over reduce)
     states: dict[int, dict[str, tuple[Any, Any]]] = {}
     for st in range(n_states):
         actions: dict[str, tuple[Any, Any]] = {sym: (Shift, nxt) for sym, nxt in trans[st].items()}
-        for la, ks in lookaheads[st].items():
+        for la, ks in lookaheads.get(st, {}).items():
             if len(ks) > 1:
                 ranked = sorted(((all_rules[k].options.priority or 0), k) for k in ks)
                 if ranked[-1][0] > ranked[-2][0]:
