@@ -46,7 +46,13 @@ def _budget_crawl(budget: list[int]):
         index: dict = {}
 
         def key(x):
-            return frozenset(x) if isinstance(x, set) else x
+            # interegular's states: sets (concatenation, star), dicts (parallel: unions,
+            # intersections) of substates, or plain ints
+            if isinstance(x, set):
+                return frozenset(x)
+            if isinstance(x, dict):
+                return frozenset(x.items())
+            return x
 
         try:
             index[key(initial)] = 0
