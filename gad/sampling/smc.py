@@ -268,8 +268,8 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
         ess = math.exp(log_ess(lwp))
     else:
         log_z_hat, ess = -math.inf, 0.0
-    out = []
-    draws = []
+    out: list[Sample] = []
+    draws: list[Sample] = []
     for i in range(total):
         text = vocab.decode(tokens[i]).decode("utf-8", errors="replace")
         acc = log_acc if i < n else 0.0
