@@ -19,9 +19,13 @@ resampling reorders and duplicates rows without recomputing them.
 
 **Proposal draws.**  ``smc(…, proposal_draws=m)`` decodes ``m`` more rows in the same session: plain
 draws from ``q`` (with the indicator estimator, GCD samples), never weighted into the particles nor
-resampled, each from its own random source.  They cost no forward pass of their own — a step feeds all
-rows at once, and a decoding step on a CPU costs nearly the same for 8 rows as for 11 — so a comparison
-of the proposal with SMC pays for one decoding pass instead of two.
+resampled.  Draw ``j`` uses ``default_rng([seed, j])``, the random source of sample ``j`` of
+``gad.sample(method=…, seed=seed)`` with the same estimator, and draws its tokens by the same rule, so
+the draws are those samples (up to float noise between batch shapes) — and particle ``j`` shares that
+source too: it coincides with draw ``j`` (and shares its session row) until it is first resampled.
+Each draw's law is the proposal's; the particles are the same with or without draws.  A comparison of
+the proposal with SMC thus pays for one decoding pass instead of two (a CPU decoding step costs about
+the same for 8 rows as for 11).
 """
 
 from __future__ import annotations
@@ -70,11 +74,13 @@ class Randomness:
     """The random choices of one SMC run: token draws per particle and the resampling uniform.
 
     Particle slot ``i`` draws from ``numpy.random.default_rng([seed, i])``; resampling uniforms from
-    ``default_rng([seed, 2**32 - 1])``.  (Tests substitute a subclass that enumerates every outcome.)
+    ``default_rng([seed, 2**32 - 1])``.  ``draws`` more slots ``n + j`` (proposal draws) draw from their
+    own generator ``default_rng([seed, j])``: the random source of sample ``j`` of the batched sampler
+    (:func:`gad.sampling.rng.sample_rng`).  (Tests substitute a subclass that enumerates every outcome.)
     """
 
-    def __init__(self, seed: int, n: int) -> None:
-        self.rngs = [sample_rng(seed, i) for i in range(n)]
+    def __init__(self, seed: int, n: int, draws: int = 0) -> None:
+        self.rngs = [sample_rng(seed, i) for i in range(n)] + [sample_rng(seed, j) for j in range(draws)]
         self.resampler = np.random.default_rng([int(seed), 2**32 - 1])
 
     def token(self, slot: int, cdf: np.ndarray) -> int:
@@ -155,7 +161,7 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
         raise InvalidArgumentError(f"proposal_draws must be a non-negative integer, got {proposal_draws!r}")
     n = int(particles)
     total = n + int(proposal_draws)  # slots n … total − 1: the proposal draws
-    rand = randomness or Randomness(seed, total)
+    rand = randomness or Randomness(seed, n, int(proposal_draws))
     vocab = lm.vocab
     eos = np.zeros(lm.vocab_size, dtype=bool)
     eos[list(getattr(compiled, "eos_ids", None) or vocab.eos_ids)] = True

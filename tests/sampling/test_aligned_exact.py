@@ -332,7 +332,7 @@ def test_batch_sampler_weights_equal_enumerated_a(method, batch) -> None:
     assert all(x.log_weight is None and x.log_z0 is None for x in t)
 
 
-@pytest.mark.parametrize("toy,threshold", [("tiny", 1.0), ("hashed", 0.5)])
+@pytest.mark.parametrize("toy,threshold", [("tiny", 1.0), ("tiny", 0.5)])
 def test_smc_proposal_draws_follow_the_proposal_law_exactly(toy, threshold) -> None:
     """``smc(…, proposal_draws=1)``: over every outcome of the run (token draws and resamplings, the
     particles' and the draw's), the draw's law is GCD's exact law (the proposal with the indicator Φ̂,
@@ -390,5 +390,10 @@ def test_smc_particles_do_not_depend_on_proposal_draws() -> None:
     assert len(b.proposal_draws) == 3 and [s.index for s in b.proposal_draws] == [0, 1, 2]
     assert all(s.method == "gcd" for s in b.proposal_draws)
     assert b.compute.model_rows - b.proposal_rows <= a.compute.model_rows
+    # draw j shares particle j's random source: they coincide up to the first resampling
+    c = smc(lm, cg, [], est, particles=6, max_new_tokens=7, seed=4, ess_threshold=0.0, proposal_draws=3)
+    assert [s.token_ids for s in c.proposal_draws] == [s.token_ids for s in c.particles[:3]]
+    assert [s.log_weight for s in c.proposal_draws] == [s.log_weight for s in c.particles[:3]]
+    assert c.proposal_rows == 0  # never resampled: every draw's row is a particle's
     with pytest.raises(InvalidArgumentError, match="proposal_draws"):
         smc(lm, cg, [], est, particles=2, max_new_tokens=7, proposal_draws=-1)
