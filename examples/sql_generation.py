@@ -27,8 +27,9 @@ particles (``gad.sampling.smc.smc(proposal_draws=k)``: never weighted or resampl
 sample ``j``'s random source), and those are the samples ``gad.sample(method="gcd", n=k, seed=seed)``
 draws, up to float noise (on long GCD queries, where tens of thousands of tokens carry ~1e-6 each, a
 uniform sometimes falls within float error of a boundary); a CPU decoding step costs about the same for
-8 rows as for 11, so this cut the CPU time by a third (159 s against 246 s).  ``--separate`` decodes the two methods apart (the same
-laws and, up to float noise, the same candidates; per-method seconds).  ``--methods gcd,rs`` runs exact
+several rows as for a few, so this cut the CPU time by a third (159 s against 246 s).  ``--separate``
+decodes the two methods apart (the same laws and, up to float noise, the same candidates; per-method
+seconds).  ``--methods gcd,rs`` runs exact
 rejection sampling ``rs`` on the ASAp trie instead (exact draws of ``Q*``, about 10x slower here:
 it needs 5-6 proposals per accepted query); it gives up on a question after ``--max-proposals``
 proposals, and that question's candidates are then ASAp's (marked ``asap`` in the table and in

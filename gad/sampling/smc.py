@@ -24,8 +24,8 @@ resampled.  Draw ``j`` uses ``default_rng([seed, j])``, the random source of sam
 the draws are those samples (up to float noise between batch shapes) — and particle ``j`` shares that
 source too: it coincides with draw ``j`` (and shares its session row) until it is first resampled.
 Each draw's law is the proposal's; the particles are the same with or without draws.  A comparison of
-the proposal with SMC thus pays for one decoding pass instead of two (a CPU decoding step costs about
-the same for 8 rows as for 11).
+the proposal with SMC thus pays for one decoding pass instead of two (a CPU decoding step of a small
+model costs about the same for 3 rows as for 8: ``benchmarks/bench_threads.py``).
 """
 
 from __future__ import annotations
