@@ -3,7 +3,8 @@
     python examples/aligned_vs_gcd.py [-n 100] [--plot aligned_vs_gcd.png] [--seed 0] [--model PATH]
 
 Run time with the defaults: about 1.5 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; 80 s
-measured on 2026-12-01 on the project's 2-core machine while other jobs shared it).
+measured on 2026-12-01 on the project's 2-core machine while other jobs shared it, and 75 s in a rerun:
+62 % of one core, 45 s of CPU time, the same figures).
 
 The grammar is the GAD paper's example (Park et al., NeurIPS 2024, arXiv 2405.21047): ``00000`` or a
 ``1`` followed by four binary digits, 17 strings in all.  Because the language is finite, the

@@ -2,8 +2,9 @@
 
     python examples/json_generation.py [-n 50] [--out records.jsonl] [--seed 0] [--model PATH]
 
-Run time with the defaults: about 1.5 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; 88 s
-measured on 2026-12-01 on the project's 2-core machine while other jobs shared it).
+Run time with the defaults: 1.5 to 3.5 minutes on 2 CPU cores (bundled SmolLM2-135M-Instruct; 88 s
+measured on 2026-12-01 on the project's 2-core machine while other jobs shared it, and 196 s in a rerun
+on a busier machine: 56 % of one core, 109 s of CPU time, the same figures).
 
 The schema has finite fields only (``name`` and ``age`` are enums, ``admin`` a boolean: 18 records in
 all), so the model's own preference among the records it allows can be computed: ``Q*(record) =

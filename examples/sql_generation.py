@@ -2,11 +2,11 @@
 
     python examples/sql_generation.py [--n-questions 20] [-k 3] [--out sql.jsonl] [--data-dir DIR]
 
-Run time with the defaults (20 questions, GCD and rs): about 45 minutes on 2 CPU cores (bundled
-SmolLM2-135M-Instruct; 44 min measured on 2026-12-01 on the project's 2-core machine while other jobs
-shared it: GCD 4.5 min, rs 39.5 min, as rs needed 5-6 proposals per accepted query and gave up on 6
-questions after 30).  ``--methods gcd,smc`` takes about 12 minutes (smc 7.5 min); time scales with
-``--n-questions``.
+Run time with the defaults (20 questions, GCD and smc with 8 particles, 40 tokens): about 4 minutes on
+2 CPU cores (bundled SmolLM2-135M-Instruct; 250 s measured on 2026-12-01 on the project's 2-core machine
+while other jobs shared it: the run got 64 % of one core, 159 s of CPU time).  ``--separate`` took
+493 s (246 s of CPU); ``--methods gcd,rs --max-new-tokens 64`` took 44 minutes in an earlier run.  Time
+scales with ``--n-questions``.
 
 Questions come from ``DIR/spider/dev_queries.jsonl`` and ``DIR/spider/tables.json`` (``--data-dir``, else
 ``$GAD_DATA_DIR``), else from the Spider excerpt shipped with gad (``gad/eval/data/spider``: 3 questions
@@ -15,14 +15,27 @@ of each of the 20 databases, with their schemas).  Questions are taken round-rob
 ``CREATE TABLE`` statements, then the question.
 
 Per question, ``-k`` candidates are sampled under ``sql.lark`` (its whitespace is bounded, so no query
-spends its budget on blanks) with GCD and with gad's best aligned method, exact rejection sampling
-``rs`` on the ASAp trie (else ASAp, when this gad has no ``rs``).  ``rs`` draws ``Q*`` (the model
-conditioned on the grammar, within the token budget) exactly; it gives up on a question after
-``--max-proposals`` proposals, and that question's candidates are then ASAp's (marked ``asap`` in the
-table and in ``--out``; ASAp's samples approach ``Q*`` but are not exact draws).  ``--methods gcd,rs,smc``
-adds sequential Monte Carlo (``--particles`` particles with the GCD proposal, the ``-k`` candidates
-resampled from their final weights): consistent (exact as the particle count grows), not exact for a
-finite count; the summary prints its mean effective sample size.  Each candidate is checked:
+spends its budget on blanks) with GCD and with gad's aligned method that fits a few minutes: sequential
+Monte Carlo ``smc`` (Loula et al., ICLR 2025: ``--particles`` particles with the GCD proposal, decoded as
+one batch, resampled when their effective sample size falls below half; the ``-k`` candidates are drawn
+from the final weights).  smc is *consistent* — its draws approach ``Q*`` (the model conditioned on the
+grammar, within the token budget) as the particle count grows — not exact for a finite count; the
+summary prints its mean effective sample size.  When no particle finishes within the budget, the
+question's smc candidates are budget-cut particles (counted as failures).  GCD and smc share one
+decoding pass per question: the smc run decodes ``-k`` plain draws from its GCD proposal alongside its
+particles (``gad.sampling.smc.smc(proposal_draws=k)``: never weighted or resampled, draw ``j`` from
+sample ``j``'s random source), and those are the samples ``gad.sample(method="gcd", n=k, seed=seed)``
+draws, up to float noise (on long GCD queries, where tens of thousands of tokens carry ~1e-6 each, a
+uniform sometimes falls within float error of a boundary); a CPU decoding step costs about the same for
+several rows as for a few, so this cut the CPU time by a third (159 s against 246 s).  ``--separate``
+decodes the two methods apart (the same laws and, up to float noise, the same candidates; per-method
+seconds).  ``--methods gcd,rs`` runs exact
+rejection sampling ``rs`` on the ASAp trie instead (exact draws of ``Q*``, about 10x slower here:
+it needs 5-6 proposals per accepted query); it gives up on a question after ``--max-proposals``
+proposals, and that question's candidates are then ASAp's (marked ``asap`` in the table and in
+``--out``; ASAp's samples approach ``Q*`` but are not exact draws).  The default budget of 40 tokens is
+1.5 times the longest of the 20 default gold queries (27 tokens); a candidate that runs out counts as
+not parsing.  Each candidate is checked:
 
 * **parses**: ``sqlglot.parse_one(sql, read="sqlite")`` succeeds;
 * **executes**: SQLite runs it on the question's database;
@@ -69,7 +82,10 @@ from tqdm.auto import tqdm
 import gad
 from gad.errors import InvalidArgumentError
 from gad.models.hf import torch_threads
+from gad.phi.registry import make_estimator
 from gad.sampling.methods import method_names
+from gad.sampling.smc import resampled_draws
+from gad.sampling.smc import smc as smc_run
 
 PACKAGE_SPIDER = Path(gad.__file__).resolve().parent / "eval" / "data" / "spider"
 TYPES = {"number": "NUMERIC", "text": "TEXT", "time": "TEXT", "boolean": "INTEGER", "others": "TEXT"}
@@ -309,6 +325,28 @@ def _sample(lm: Any, compiled: Any, prompt: str, method: str, k: int, seed: int,
     return samples, used, run_figures(samples, used, max_proposals)
 
 
+def _sample_joint(lm: Any, compiled: Any, prompt: str, k: int, seed: int, max_new_tokens: int,
+                  particles: int) -> dict[str, tuple[list[Any], str, dict[str, Any]]]:
+    """GCD and smc candidates from one decoding pass: ``{"gcd": …, "smc": …}`` as :func:`_sample` returns.
+
+    One :func:`gad.sampling.smc.smc` run of ``particles`` particles with the GCD proposal decodes ``k``
+    proposal draws alongside (``proposal_draws=k``): those are GCD samples (the proposal's law, never
+    resampled; the samples ``gad.sample(method="gcd", n=k, seed=seed)`` draws); the smc candidates are
+    ``k`` draws resampled from the particles' final weights (:func:`gad.sampling.smc.resampled_draws`),
+    as ``gad.sample(method="smc", options={"particles": particles, "draws": True})`` returns them.  Figures: ``model_rows`` of gcd
+    = the rows computed for the GCD draws alone, of smc = the rest (prompt pass excluded).
+    """
+    prompt_ids = lm.encode_prompt(prompt)
+    est = make_estimator("gcd", lm, compiled, prompt_ids, settings={"batch_size": particles + k})
+    res = smc_run(lm, compiled, prompt_ids, est, particles=particles, seed=seed, max_new_tokens=max_new_tokens,
+                  proposal_draws=k)
+    draws = resampled_draws(res, k, seed)
+    smc_fig = {"model_rows": res.compute.model_rows - res.proposal_rows, "ess": res.ess,
+               "particles": particles, "all_cut": not any(x.finished for x in draws)}
+    return {"gcd": (res.proposal_draws, "gcd", {"model_rows": res.proposal_rows}),
+            "smc": (draws, "smc", smc_fig)}
+
+
 def run_figures(samples: list[Any], method: str, max_proposals: int) -> dict[str, Any]:
     """Compute and method figures of one ``gad.sample`` call (see :func:`_sample`)."""
     last = samples[-1].stats if samples else {}
@@ -320,7 +358,8 @@ def run_figures(samples: list[Any], method: str, max_proposals: int) -> dict[str
     elif method == "asap" and samples:  # rs gave up: its proposals are lost, the ASAp run is counted
         fig.update(rs_proposals_lost=max_proposals)
     elif method == "smc" and samples:
-        fig.update(ess=float(last.get("ess", math.nan)), particles=int(last.get("particles", 0)))
+        fig.update(ess=float(last.get("ess", math.nan)), particles=int(last.get("particles", 0)),
+                   all_cut=not any(x.finished for x in samples))
     return fig
 
 
@@ -328,12 +367,12 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison; prints per-question blocks and the summary; returns the figures.
 
     Returns:
-        ``{"data", "aligned", "questions": [{"question", "db_id", "gold", "gold_rows", "candidates":
+        ``{"data", "aligned", "methods", "joint" (gcd and smc decoded in one pass), "questions": [{"question", "db_id", "gold", "gold_rows", "candidates":
         {method: [{"sql", "finished", "parses", "executes", "correct", "logprob", "method"}]}}],
         "summary": {method: {"parse", "execute", "correct", "questions_solved", "mean_logprob", "unfinished",
-        "seconds", "model_rows", (rs) "proposals", "acceptance", "fell_back", (smc) "mean_ess"}},
+        "seconds", "model_rows", (rs) "proposals", "acceptance", "fell_back", (smc) "mean_ess", "all_cut"}},
         "runs": {method: [per question: {"model_rows", "method", "seconds", (rs) "proposals", "accepted",
-        (smc) "ess", "particles"}]},
+        (smc) "ess", "particles", "all_cut"}]},
         "gold_nonempty", "notes"}`` (shares in [0, 1], log-likelihoods in nats).
     """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
@@ -341,14 +380,17 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--start", type=int, default=0, help="index of the first question (round-robin order)")
     ap.add_argument("-k", type=int, default=3, help="candidates per question and method")
     ap.add_argument("--methods", default=None,
-                    help="comma-separated methods (default: gcd and rs, or asap when this gad has no rs; smc "
-                         "also runs here, see --particles)")
-    ap.add_argument("--max-new-tokens", type=int, default=64, help="token budget per query")
+                    help="comma-separated methods (default: gcd and smc; rs and asap also run here, see "
+                         "--max-proposals)")
+    ap.add_argument("--max-new-tokens", type=int, default=40, help="token budget per query")
     ap.add_argument("--max-proposals", type=int, default=30,
                     help="rs: proposals per question before it gives up and ASAp is used for that question "
                          "(each proposal costs a whole query's decoding; acceptance on long queries is low)")
-    ap.add_argument("--particles", type=int, default=16,
+    ap.add_argument("--particles", type=int, default=8,
                     help="smc: particles per question (the -k candidates are resampled from their weights)")
+    ap.add_argument("--separate", action="store_true",
+                    help="decode gcd and smc in two passes per question (default: one pass, the GCD candidates "
+                         "being proposal draws of the smc run; same laws, the seconds then split by method)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads for this run (0: torch's default; restored when main returns): on the "
                          "project's shared 2-core machine two threads made a decoding step 3-7x slower than "
@@ -362,10 +404,10 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
 
     registered = method_names()
-    aligned = "rs" if "rs" in registered else "asap"
+    aligned = next(m for m in ("smc", "rs", "asap") if m in registered)
     notes: list[str] = []
-    if aligned != "rs":
-        notes.append("this gad has no exact rejection sampler 'rs': the aligned method is ASAp")
+    if aligned != "smc":
+        notes.append(f"this gad has no sequential Monte Carlo 'smc': the aligned method is {aligned}")
         print(f"note: {notes[-1]}")
     methods = [m.strip() for m in args.methods.split(",")] if args.methods else ["gcd", aligned]
     for m in list(methods):
@@ -383,6 +425,7 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
         raise InvalidArgumentError(f"--threads must be >= 0, got {args.threads}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    joint = "gcd" in methods and "smc" in methods and not args.separate
     questions, schemas, source = load_spider(args.data_dir)
     questions = questions[args.start: args.start + args.n_questions]
     lm = gad.load_model(args.model)
@@ -398,13 +441,24 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
         ordered = has_order_by(q["query"])
         prompt = make_prompt(q["question"], create_statements(schema))
         cands: dict[str, list[dict[str, Any]]] = {}
-        for m in methods:
+        drawn: dict[str, tuple[list[Any], str, dict[str, Any]]] = {}
+        if joint:  # one decoding pass: the GCD candidates are proposal draws of the smc run
             t0 = time.perf_counter()
-            samples, used, fig = _sample(lm, compiled, prompt, m, args.k, args.seed, args.max_new_tokens,
-                                         args.max_proposals, args.particles, notes)
+            drawn = _sample_joint(lm, compiled, prompt, args.k, args.seed, args.max_new_tokens, args.particles)
             dt = time.perf_counter() - t0
-            seconds[m] += dt
-            runs[m].append({**fig, "method": used, "seconds": dt})
+            for m in ("gcd", "smc"):
+                seconds[m] += dt
+                runs[m].append({**drawn[m][2], "method": m, "seconds": dt})
+        for m in methods:
+            if m in drawn:
+                samples, used, _ = drawn[m]
+            else:
+                t0 = time.perf_counter()
+                samples, used, fig = _sample(lm, compiled, prompt, m, args.k, args.seed, args.max_new_tokens,
+                                             args.max_proposals, args.particles, notes)
+                dt = time.perf_counter() - t0
+                seconds[m] += dt
+                runs[m].append({**fig, "method": used, "seconds": dt})
             cands[m] = []
             for s in samples:
                 sql = s.text.strip()
@@ -437,8 +491,9 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
                               fell_back=sum(r["method"] != "rs" for r in runs[m]))
         if m == "smc":
             summary[m]["mean_ess"] = sum(r.get("ess", 0.0) for r in runs[m]) / max(len(runs[m]), 1)
+            summary[m]["all_cut"] = sum(bool(r.get("all_cut")) for r in runs[m])
     gold_nonempty = sum(1 for q in out_q if q["gold_rows"])
-    results = {"data": source, "aligned": aligned, "methods": methods, "questions": out_q,
+    results = {"data": source, "aligned": aligned, "methods": methods, "joint": joint, "questions": out_q,
                "summary": summary, "runs": runs, "gold_nonempty": gold_nonempty, "notes": notes}
 
     if not args.quiet:
@@ -466,9 +521,14 @@ def _main(argv: list[str] | None = None) -> dict[str, Any]:
         r = summary["rs"]
         print(f"rs: {int(r['proposals'])} proposals, acceptance rate {r['acceptance']:.3f}; "
               f"{int(r['fell_back'])} question(s) fell back to ASAp (their abandoned rs proposals' model rows included)")
+    if joint:
+        print(f"gcd and smc were decoded together, one pass per question (the {args.k} GCD candidates are proposal "
+              "draws of the smc run): both rows show that pass's seconds; model rows: gcd = rows for the GCD "
+              "draws alone, smc = the rest")
     if "smc" in summary:
         print(f"smc: {args.particles} particles per question, mean final ESS {summary['smc']['mean_ess']:.1f}; "
-              f"the {args.k} candidates are resampled from the weighted particles")
+              f"the {args.k} candidates are resampled from the weighted particles; on "
+              f"{int(summary['smc']['all_cut'])} question(s) no particle finished within the budget")
     for n_ in sorted(set(notes)):
         print(f"note: {n_}")
     if args.out:

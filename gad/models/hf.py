@@ -611,7 +611,11 @@ class HFSession:
         idx = torch.tensor(rows, dtype=torch.long, device=self.lm.device)
         self._cache.batch_select_indices(idx)
         self._gen = [list(self._gen[r]) for r in rows]  # copies: a row may be duplicated
-        self._lp = {k: v[idx] for k, v in self._lp.items()}
+        # only the current position's distributions are needed from now on: a session of several rows
+        # cannot roll back, and the history kept for batch-1 rollbacks (up to _HISTORY (batch, vocab)
+        # float64 tensors) would otherwise be copied at every call (SMC calls this at every step)
+        cur = self._lp.get(self.length)
+        self._lp = {self.length: cur[idx]} if cur is not None else {}
         self.batch = len(rows)
 
     @property
@@ -625,8 +629,12 @@ class HFSession:
         return len(self.prompt) + len(self._gen[0])
 
     def _store(self, pos: int, lp: Any) -> None:
+        """Keep ``lp`` (``(batch, vocab)`` float64 log-probabilities after ``pos`` tokens); a batch-1
+        session keeps the last :attr:`_HISTORY` positions for rollbacks, a session of several rows
+        (which cannot roll back) only the current one."""
         self._lp[pos] = lp
-        for k in [k for k in self._lp if k < pos - self._HISTORY or k > pos]:
+        low = pos - (self._HISTORY if self.batch == 1 else 0)
+        for k in [k for k in self._lp if k < low or k > pos]:
             del self._lp[k]
 
     def logprobs(self) -> np.ndarray:

@@ -16,6 +16,16 @@ Particles are rows of one batched KV session (:meth:`gad.lm.DecodeSession.keep_r
 the same prefix share one row (after resampling, duplicates share their parent's row until their
 tokens differ), so a step computes one next-token distribution per *distinct* live prefix, and
 resampling reorders and duplicates rows without recomputing them.
+
+**Proposal draws.**  ``smc(…, proposal_draws=m)`` decodes ``m`` more rows in the same session: plain
+draws from ``q`` (with the indicator estimator, GCD samples), never weighted into the particles nor
+resampled.  Draw ``j`` uses ``default_rng([seed, j])``, the random source of sample ``j`` of
+``gad.sample(method=…, seed=seed)`` with the same estimator, and draws its tokens by the same rule, so
+the draws are those samples (up to float noise between batch shapes) — and particle ``j`` shares that
+source too: it coincides with draw ``j`` (and shares its session row) until it is first resampled.
+Each draw's law is the proposal's; the particles are the same with or without draws.  A comparison of
+the proposal with SMC thus pays for one decoding pass instead of two (a CPU decoding step of a small
+model costs about the same for 3 rows as for 8: ``benchmarks/bench_threads.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +43,8 @@ from gad.sampling.aligned import Compute
 from gad.sampling.rng import sample_rng
 from gad.types import Sample
 
-__all__ = ["SMCResult", "Randomness", "smc", "smc_sample", "systematic_resample", "log_ess"]
+__all__ = ["SMCResult", "Randomness", "smc", "smc_sample", "resampled_draws", "systematic_resample",
+           "log_ess"]
 
 
 def log_ess(log_w: np.ndarray) -> float:
@@ -63,11 +74,13 @@ class Randomness:
     """The random choices of one SMC run: token draws per particle and the resampling uniform.
 
     Particle slot ``i`` draws from ``numpy.random.default_rng([seed, i])``; resampling uniforms from
-    ``default_rng([seed, 2**32 - 1])``.  (Tests substitute a subclass that enumerates every outcome.)
+    ``default_rng([seed, 2**32 - 1])``.  ``draws`` more slots ``n + j`` (proposal draws) draw from their
+    own generator ``default_rng([seed, j])``: the random source of sample ``j`` of the batched sampler
+    (:func:`gad.sampling.rng.sample_rng`).  (Tests substitute a subclass that enumerates every outcome.)
     """
 
-    def __init__(self, seed: int, n: int) -> None:
-        self.rngs = [sample_rng(seed, i) for i in range(n)]
+    def __init__(self, seed: int, n: int, draws: int = 0) -> None:
+        self.rngs = [sample_rng(seed, i) for i in range(n)] + [sample_rng(seed, j) for j in range(draws)]
         self.resampler = np.random.default_rng([int(seed), 2**32 - 1])
 
     def token(self, slot: int, cdf: np.ndarray) -> int:
@@ -90,7 +103,12 @@ class SMCResult:
             ``exp(log_z0 + log_weight)`` over the particles is ``Ẑ``; ``-inf`` for a particle not in L.
         log_z_hat: ``log Ẑ`` (nats), an unbiased estimate (in ``Ẑ``) of ``Z_G`` within the budget.
         ess: ESS of the final weights; resamples: resampling steps taken.
-        compute: model compute of the run.
+        compute: model compute of the run (the proposal draws' rows included).
+        proposal_draws: the ``proposal_draws`` plain draws from ``q`` (:func:`smc`), with
+            ``log_weight = log a(w)`` and ``log_z0 = log Z(u_0)`` as the batched sampler records them
+            (``-inf`` weight when budget-cut); not part of ``log_z_hat`` or ``ess``.
+        proposal_rows: of ``compute.model_rows``, the rows computed for proposal draws alone (prefixes
+            no live particle shared).
     """
 
     particles: list[Sample]
@@ -98,6 +116,8 @@ class SMCResult:
     ess: float
     resamples: int
     compute: Compute = field(default_factory=Compute)
+    proposal_draws: list[Sample] = field(default_factory=list)
+    proposal_rows: int = 0
 
     def normalized_weights(self) -> np.ndarray:
         """``(N,)`` float64 weights summing to 1 (zeros when every weight is 0)."""
@@ -117,42 +137,50 @@ def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
 
 def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, particles: int, seed: int = 0,
         max_new_tokens: int = 256, ess_threshold: float = 0.5, randomness: Randomness | None = None,
-        method: str = "smc") -> SMCResult:
+        method: str = "smc", proposal_draws: int = 0) -> SMCResult:
     """Run SMC with ``particles`` particles (see module doc).
 
     Args:
         estimator: a Φ estimator (``child_phi``; ``gad.phi.make_estimator``), frozen during the run.
         particles: ``N ≥ 1``; seed: see :class:`Randomness`; max_new_tokens: budget, EOS included.
         ess_threshold: resample when ``ESS < ess_threshold · N`` (0: never; 1: every step).
-        randomness: override the random choices (tests).
+        randomness: override the random choices (tests); it must serve ``particles + proposal_draws``
+            slots.
+        proposal_draws: ``m ≥ 0`` plain draws from ``q`` decoded alongside the particles (module doc;
+            slots ``N … N + m − 1`` of the randomness), returned in :attr:`SMCResult.proposal_draws`.
     Raises:
-        InvalidArgumentError: ``particles < 1`` or ``ess_threshold`` outside ``[0, 1]``.
+        InvalidArgumentError: ``particles < 1``, ``proposal_draws < 0`` or ``ess_threshold`` outside
+            ``[0, 1]``.
         TokenRejectedError: the matcher refused a token its own mask allowed (a matcher bug).
     """
     if not isinstance(particles, (int, np.integer)) or particles < 1:
         raise InvalidArgumentError(f"particles must be a positive integer, got {particles!r}")
     if not 0.0 <= float(ess_threshold) <= 1.0:
         raise InvalidArgumentError(f"ess_threshold must be in [0, 1], got {ess_threshold!r}")
+    if isinstance(proposal_draws, bool) or not isinstance(proposal_draws, (int, np.integer)) or proposal_draws < 0:
+        raise InvalidArgumentError(f"proposal_draws must be a non-negative integer, got {proposal_draws!r}")
     n = int(particles)
-    rand = randomness or Randomness(seed, n)
+    total = n + int(proposal_draws)  # slots n … total − 1: the proposal draws
+    rand = randomness or Randomness(seed, n, int(proposal_draws))
     vocab = lm.vocab
     eos = np.zeros(lm.vocab_size, dtype=bool)
     eos[list(getattr(compiled, "eos_ids", None) or vocab.eos_ids)] = True
     prompt = [int(t) for t in prompt_ids]
     comp = Compute()
-    session = lm.session(prompt, batch=2 if n > 1 else 1)  # batch > 1: the prompt's KV is shared by rows
-    if n > 1:
+    session = lm.session(prompt, batch=2 if total > 1 else 1)  # batch > 1: the prompt's KV is shared by rows
+    if total > 1:
         session.keep_rows([0])
     # groups = distinct live prefixes = session rows
     g_prefix: list[list[int]] = [[]]
     g_matcher: list[Any] = [compiled.matcher()]
-    group = np.zeros(n, dtype=np.int64)  # -1: finished / dead
-    tokens: list[list[int]] = [[] for _ in range(n)]
-    logp_sum = np.zeros(n)
-    lw = np.zeros(n)
-    log_phi_prev = np.zeros(n)
-    finished = np.zeros(n, dtype=bool)
-    eos_of = np.full(n, -1, dtype=np.int64)
+    group = np.zeros(total, dtype=np.int64)  # -1: finished / dead
+    tokens: list[list[int]] = [[] for _ in range(total)]
+    logp_sum = np.zeros(total)
+    lw = np.zeros(total)  # particles: SMC log weights; proposal draws: log a(w) so far
+    log_phi_prev = np.zeros(total)
+    finished = np.zeros(total, dtype=bool)
+    eos_of = np.full(total, -1, dtype=np.int64)
+    proposal_rows = 0
     log_acc = 0.0
     log_z0 = 0.0
     resamples = 0
@@ -178,24 +206,25 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
         dead = live[~np.isfinite(log_z[group[live]])]
         lw[dead] = -np.inf
         group[dead] = -1
-        if not np.isfinite(lw).any():
+        alive = bool(np.isfinite(lw[:n]).any())  # some particle still has weight
+        if not alive and not (group[n:] >= 0).any():
             break
         # resample before extending: the weights at u_i do not depend on the next token
-        if ess_threshold > 0 and log_ess(lw) < math.log(ess_threshold * n) - 1e-12:
-            top = float(lw.max())
-            w = np.exp(lw - top)
+        if alive and ess_threshold > 0 and log_ess(lw[:n]) < math.log(ess_threshold * n) - 1e-12:
+            top = float(lw[:n].max())
+            w = np.exp(lw[:n] - top)
             log_acc += top + math.log(float(w.mean()))
-            anc = rand.resample(w / w.sum())
+            anc = np.concatenate([rand.resample(w / w.sum()), np.arange(n, total)])  # draws keep their own
             group, tokens = group[anc].copy(), [list(tokens[a]) for a in anc]
             logp_sum, log_phi_prev = logp_sum[anc].copy(), log_phi_prev[anc].copy()
             finished, eos_of = finished[anc].copy(), eos_of[anc].copy()
-            lw = np.zeros(n)
+            lw[:n] = 0.0
             resamples += 1
             live = np.flatnonzero(group >= 0)
             if not len(live):
                 break
         new_keys: dict[tuple[int, int], int] = {}
-        new_group = np.full(n, -1, dtype=np.int64)
+        new_group = np.full(total, -1, dtype=np.int64)
         cdfs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for i in live.tolist():
             g = int(group[i])
@@ -228,6 +257,8 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
         session.append([t for _, t in keys])
         comp.model_rows += len(keys)
         comp.model_positions += len(keys)
+        if total > n:  # rows that no particle holds were computed for the proposal draws alone
+            proposal_rows += len(keys) - len(set(new_group[:n][new_group[:n] >= 0].tolist()))
         matchers = []
         for g, t in keys:
             m = g_matcher[g].fork()
@@ -236,20 +267,46 @@ def smc(lm: Any, compiled: Any, prompt_ids: Sequence[int], estimator: Any, *, pa
             matchers.append(m)
         g_prefix = [g_prefix[g] + [t] for g, t in keys]
         g_matcher = matchers
-    top = float(lw.max()) if np.isfinite(lw).any() else -math.inf
+    lwp = lw[:n]
+    top = float(lwp.max()) if np.isfinite(lwp).any() else -math.inf
     if math.isfinite(top):
-        log_z_hat = log_z0 + log_acc + top + math.log(float(np.exp(lw - top).mean()))
-        ess = math.exp(log_ess(lw))
+        log_z_hat = log_z0 + log_acc + top + math.log(float(np.exp(lwp - top).mean()))
+        ess = math.exp(log_ess(lwp))
     else:
         log_z_hat, ess = -math.inf, 0.0
-    out = []
-    for i in range(n):
+    out: list[Sample] = []
+    draws: list[Sample] = []
+    for i in range(total):
         text = vocab.decode(tokens[i]).decode("utf-8", errors="replace")
+        acc = log_acc if i < n else 0.0
         s = Sample(text=text, token_ids=list(tokens[i]), logprob=float(logp_sum[i]), finished=bool(finished[i]),
-                   method=method, eos_id=int(eos_of[i]) if finished[i] else None, index=i,
-                   log_weight=float(log_acc + lw[i]) if finished[i] else -math.inf, log_z0=log_z0, stats={})
-        out.append(s)
-    return SMCResult(particles=out, log_z_hat=log_z_hat, ess=ess, resamples=resamples, compute=comp)
+                   method=method if i < n else getattr(estimator, "name", "proposal"),
+                   eos_id=int(eos_of[i]) if finished[i] else None, index=i if i < n else i - n,
+                   log_weight=float(acc + lw[i]) if finished[i] else -math.inf, log_z0=log_z0, stats={})
+        (out if i < n else draws).append(s)
+    return SMCResult(particles=out, log_z_hat=log_z_hat, ess=ess, resamples=resamples, compute=comp,
+                     proposal_draws=draws, proposal_rows=proposal_rows)
+
+
+def resampled_draws(result: SMCResult, n: int, seed: int = 0) -> list[Sample]:
+    """``n`` unweighted draws from an SMC run's particles, multinomially by their final weights.
+
+    The choice uses ``numpy.random.default_rng([seed, 2**32 - 2])``.  Draws carry ``log_weight = 0``,
+    ``log_z0 = None`` and ``stats["particle"]`` (the particle's index).  When every weight is 0 (no
+    particle finished within the budget) the draws are particles chosen uniformly, all with
+    ``finished=False`` and ``log_weight = -inf`` (budget-cut samples, as any method returns them).
+    """
+    w = result.normalized_weights()
+    n_part = len(result.particles)
+    cut = not w.sum() > 0
+    idx = np.random.default_rng([int(seed), 2**32 - 2]).choice(n_part, size=n, p=None if cut else w)
+    out = []
+    for k, i in enumerate(idx.tolist()):
+        p = result.particles[i]
+        out.append(Sample(text=p.text, token_ids=list(p.token_ids), logprob=p.logprob, finished=p.finished,
+                          method=p.method, eos_id=p.eos_id, index=k, log_weight=-math.inf if cut else 0.0,
+                          log_z0=None, dead_end=p.dead_end, stats={"particle": i}))
+    return out
 
 
 def smc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, seed: int = 0,
@@ -266,7 +323,9 @@ def smc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, see
     Returns:
         samples whose ``stats`` hold ``log_z_hat`` (nats), ``ess``, ``resamples``, ``particles`` and the
         run's ``model_rows`` / ``model_positions`` / ``prompt_passes`` shared out per sample; the last one
-        holds ``compute``.  Draws carry ``log_weight = 0`` and ``log_z0 = None``.
+        holds ``compute``.  Draws carry ``log_weight = 0`` and ``log_z0 = None``; when no particle
+        finished within the budget (every weight 0) the draws are particles chosen uniformly, all with
+        ``finished=False`` and ``log_weight = -inf`` (budget-cut samples, as any method returns them).
     Raises:
         InvalidArgumentError: ``particles`` given with ``draws=False`` and ≠ ``n``; see :func:`smc`.
     """
@@ -288,16 +347,7 @@ def smc_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: int, see
     if callable(flush):
         flush()
     if draws:
-        w = res.normalized_weights()
-        if not w.sum() > 0:
-            raise InvalidArgumentError("smc: every particle has weight 0 (none finished within the budget)")
-        idx = np.random.default_rng([int(seed), 2**32 - 2]).choice(n_part, size=n, p=w)
-        out = []
-        for k, i in enumerate(idx.tolist()):
-            p = res.particles[i]
-            out.append(Sample(text=p.text, token_ids=list(p.token_ids), logprob=p.logprob, finished=p.finished,
-                              method="smc", eos_id=p.eos_id, index=k, log_weight=0.0, log_z0=None,
-                              stats={"particle": i}))
+        out = resampled_draws(res, n, seed)
     else:
         out = res.particles
     total = res.compute.as_dict()

@@ -113,7 +113,7 @@ def test_sql_example_candidates_parse(bundled, sql_ex: ModuleType, tmp_path: Pat
     res = sql_ex.main(["--n-questions", "1", "-k", "2", "--max-new-tokens", "48", "--quiet", "--out", str(out)])
     g = gad.Grammar.builtin("sql")
     methods = res["methods"]
-    assert methods[0] == "gcd" and len(methods) == 2
+    assert methods == ["gcd", "smc"] and res["joint"]  # the default: one pass, GCD draws beside smc's particles
     cands = [c for q in res["questions"] for m in methods for c in q["candidates"][m]]
     assert len(cands) == 4
     for c in cands:
@@ -127,14 +127,18 @@ def test_sql_example_candidates_parse(bundled, sql_ex: ModuleType, tmp_path: Pat
         cs = [c for q in res["questions"] for c in q["candidates"][m]]
         assert s["parse"] == sum(c["parses"] for c in cs) / len(cs)
         assert s["correct"] <= s["execute"] <= 1
+    # the joint pass: 8 particles and 2 GCD draws, at most 10 rows a step over at most 47 steps
+    rows = {m: res["runs"][m][0]["model_rows"] for m in methods}
+    assert 0 <= rows["gcd"] <= 2 * 47 and 1 <= rows["smc"] <= 8 * 47
+    assert res["runs"]["gcd"][0]["seconds"] == res["runs"]["smc"][0]["seconds"]
 
 
 @pytest.mark.model
 def test_sql_example_smc_and_compute(bundled, sql_ex: ModuleType) -> None:  # noqa: ANN001
     res = sql_ex.main(["--n-questions", "1", "-k", "2", "--methods", "gcd,smc", "--particles", "4",
-                       "--max-new-tokens", "24", "--quiet"])
+                       "--max-new-tokens", "24", "--quiet", "--separate"])
     g = gad.Grammar.builtin("sql")
-    assert res["methods"] == ["gcd", "smc"]
+    assert res["methods"] == ["gcd", "smc"] and not res["joint"]
     smc_c = res["questions"][0]["candidates"]["smc"]
     assert len(smc_c) == 2 and all(c["method"] == "smc" for c in smc_c)
     for c in smc_c:

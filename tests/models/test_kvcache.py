@@ -134,6 +134,10 @@ def test_keep_rows_and_the_prompt_store(smollm2) -> None:
     second.append([7, 8])
     ref = lm.logprobs([prompt + [103, 7], prompt + [101, 8]])
     np.testing.assert_allclose(second.logprobs(), ref, atol=2e-4)
+    assert len(second._lp) == 1  # several rows cannot roll back: no history of (batch, vocab) copies
+    second.keep_rows([1])  # down to one row: a rollback re-feeds the token it needs
+    second.rollback(1)
+    np.testing.assert_allclose(second.logprobs(), lm.logprobs([prompt + [101]]), atol=2e-4)
     with pytest.raises(InvalidArgumentError, match="keep_rows"):
         second.keep_rows([2])
     with pytest.raises(InvalidArgumentError, match="keep_rows"):

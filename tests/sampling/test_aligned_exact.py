@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from gad.engine.vocab import Vocabulary
+from gad.errors import InvalidArgumentError
 from gad.phi import make_estimator
 from gad.phi.exact import enumerate_language
 from gad.phi.trie import PhiTrie
@@ -329,3 +330,70 @@ def test_batch_sampler_weights_equal_enumerated_a(method, batch) -> None:
             assert x.stats["model_rows"] == steps  # one distribution per step after the prompt pass
     t = gad.sample(lm, cg, [], n=4, method=method, seed=4, max_new_tokens=budget, batch_size=batch, top_k=2)
     assert all(x.log_weight is None and x.log_z0 is None for x in t)
+
+
+@pytest.mark.parametrize("toy,threshold", [("tiny", 1.0), ("tiny", 0.5)])
+def test_smc_proposal_draws_follow_the_proposal_law_exactly(toy, threshold) -> None:
+    """``smc(…, proposal_draws=1)``: over every outcome of the run (token draws and resamplings, the
+    particles' and the draw's), the draw's law is GCD's exact law (the proposal with the indicator Φ̂,
+    enumerated by :func:`suffix_paths` on an empty trie), its recorded ``log_weight`` / ``log_z0`` are
+    the enumerated ``log a(w)`` / ``log Z(u_0)``, and ``E[Ẑ]`` is still ``Z_G`` (the draw is not a
+    particle)."""
+    make, budget = TOYS[toy]
+    budget = min(budget, 4)
+    lm, cg = make()
+    e = enumerate_language(lm, cg, [], max_len=budget - 1)
+    paths = {(tok, fin): (lq, la, lz) for tok, fin, lq, la, lz in suffix_paths(lm, cg, PhiTrie(), budget)}
+    est = make_estimator("gcd", lm, cg, [], settings={"batch_size": 8})
+    script: list[int] = []
+    law: Counter = Counter()
+    total_p = expect = 0.0
+    runs = 0
+    while True:
+        r = _Odometer(script)
+        res = smc(lm, cg, [], est, particles=2, max_new_tokens=budget, ess_threshold=threshold,
+                  randomness=r, proposal_draws=1)
+        runs += 1
+        total_p += r.prob
+        expect += r.prob * (math.exp(res.log_z_hat) if res.log_z_hat > -math.inf else 0.0)
+        (d,) = res.proposal_draws
+        key = (tuple(d.token_ids), d.finished)
+        law[key] += r.prob
+        lq, la, lz = paths[key]
+        assert d.log_z0 == pytest.approx(lz, abs=1e-12)
+        assert d.log_weight == (pytest.approx(la, abs=1e-12) if d.finished else -math.inf)
+        assert 0 <= res.proposal_rows <= res.compute.model_rows
+        choices = script + [0] * (len(r.sizes) - len(script))
+        i = len(choices) - 1
+        while i >= 0 and choices[i] == r.sizes[i] - 1:
+            i -= 1
+        if i < 0:
+            break
+        script = choices[:i] + [choices[i] + 1]
+    assert total_p == pytest.approx(1.0, abs=1e-12)
+    assert set(law) == set(paths)
+    for key, (lq, _, _) in paths.items():
+        assert law[key] == pytest.approx(math.exp(lq), abs=1e-12)
+    assert expect == pytest.approx(e.Z, rel=1e-12)
+    assert runs > 1
+
+
+def test_smc_particles_do_not_depend_on_proposal_draws() -> None:
+    """The particles draw from their own slots: with or without proposal draws they are the same."""
+    lm, cg = gad_binary()
+    est = make_estimator("gcd", lm, cg, [], settings={"batch_size": 8})
+    a = smc(lm, cg, [], est, particles=6, max_new_tokens=7, seed=4)
+    b = smc(lm, cg, [], est, particles=6, max_new_tokens=7, seed=4, proposal_draws=3)
+    assert [s.token_ids for s in a.particles] == [s.token_ids for s in b.particles]
+    assert [s.log_weight for s in a.particles] == [s.log_weight for s in b.particles]
+    assert a.log_z_hat == b.log_z_hat and a.resamples == b.resamples
+    assert len(b.proposal_draws) == 3 and [s.index for s in b.proposal_draws] == [0, 1, 2]
+    assert all(s.method == "gcd" for s in b.proposal_draws)
+    assert b.compute.model_rows - b.proposal_rows <= a.compute.model_rows
+    # draw j shares particle j's random source: they coincide up to the first resampling
+    c = smc(lm, cg, [], est, particles=6, max_new_tokens=7, seed=4, ess_threshold=0.0, proposal_draws=3)
+    assert [s.token_ids for s in c.proposal_draws] == [s.token_ids for s in c.particles[:3]]
+    assert [s.log_weight for s in c.proposal_draws] == [s.log_weight for s in c.particles[:3]]
+    assert c.proposal_rows == 0  # never resampled: every draw's row is a particle's
+    with pytest.raises(InvalidArgumentError, match="proposal_draws"):
+        smc(lm, cg, [], est, particles=2, max_new_tokens=7, proposal_draws=-1)

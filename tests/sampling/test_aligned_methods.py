@@ -45,6 +45,20 @@ def test_sample_runs_each_method(method, options) -> None:
         assert math.log(mean_w) == pytest.approx(z, abs=1e-9)
 
 
+def test_smc_draws_when_no_particle_finishes_are_budget_cut_particles() -> None:
+    """Every binary string is 5 characters: with a 2-token budget no particle finishes, and the draws
+    are budget-cut particles (finished False, weight 0) instead of an error; with 7 tokens they finish."""
+    lm, cg = gad_binary()
+    opts = {"draws": True, "particles": 6}
+    s = gad.sample(lm, cg, [], n=4, method="smc", seed=3, max_new_tokens=2, options=opts)
+    assert len(s) == 4 and not any(x.finished for x in s)
+    assert all(x.log_weight == -math.inf and len(x.token_ids) == 2 for x in s)
+    parts = gad.sample(lm, cg, [], n=6, method="smc", seed=3, max_new_tokens=2, options={"particles": 6})
+    assert {x.text for x in s} <= {x.text for x in parts}  # the same run's particles
+    assert all(x.finished for x in gad.sample(lm, cg, [], n=4, method="smc", seed=3, max_new_tokens=7,
+                                              options=opts))
+
+
 def test_rs_and_mcmc_keep_a_persistent_trie(tmp_path) -> None:
     lm, cg = gad_binary()
     path = tmp_path / "t.trie"
