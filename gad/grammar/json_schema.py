@@ -123,6 +123,8 @@ __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "for
 _MAX_CP = MAX_CP
 _MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
+_MAX_PRODUCT_STATES = 2048  # states of an object union's key automaton (object_product)
+_MAX_PROPERTY_COUNT = 64  # min/maxProperties over this are refused (one rule per count and position)
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
 _CHUNK = 64  # units per chunk terminal of a long length-bounded string
 _MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
@@ -454,8 +456,7 @@ def _is_annotation(kw: str) -> bool:
 
 
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
-    "propertyNames": {"object"}, "minProperties": {"object"},
-    "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
+    "propertyNames": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
     "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
     "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
@@ -658,6 +659,8 @@ class _Gen:
         self.memo: dict[Any, str | None] = {}
         self.obj_memo: dict[Any, str] = {}
         self.obj_meta: dict[str, dict] = {}  # object rule -> props / req / addl (unions: members)
+        self.obj_jobs: dict[str, tuple] = {}  # object rule -> its build job (built on demand by unions)
+        self.obj_built: dict[str, dict] = {}  # object rule -> its members' layout, once built
         self.branch_schema: dict[str, Any] = {}  # union branch pointer -> its flattened schema
         self.arr_memo: dict[Any, str] = {}
         self.info: dict[str, dict] = {}
@@ -1067,11 +1070,26 @@ class _Gen:
             else:
                 sub = self.branch_schema.get(bptr)
                 members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
+        why = self.simple_union_why(members, one_of)
+        if why:
+            rule, why2 = self.object_product(members, one_of)
+            if rule is None:
+                return None, f"{why}; {why2}"
+            return rule, ""
+        name = self.fresh("ou")
+        self.rules[name] = [r for r, _m, _v in members]
+        self.obj_meta[name] = {"union": members}
+        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
+        return name, ""
+
+    def simple_union_why(self, members: list[tuple[str, dict, Any]], one_of: bool) -> str:
+        """Why ``o_1 | o_2 | ...`` would not be exact and LALR(1) ("" when it is; see
+        :meth:`object_union`)."""
         firsts: list[list[str]] = []
         for _r, meta, _v in members:
             fk = _first_keys(meta)
             if fk is None:
-                return None, f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
+                return f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
             firsts.append(fk)
         for i in range(len(members)):
             for j in range(i + 1, len(members)):
@@ -1080,23 +1098,150 @@ class _Gen:
                 if shared:
                     k = next(iter(shared))
                     if not (firsts[i] == firsts[j] == [k]):
-                        return None, f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
+                        return f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
                     if not self.values_disjoint(a, b, k):
-                        return None, (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
+                        return (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
                                       "its values overlap")
                 elif one_of and not (_excludes(a, b) or _excludes(b, a)):
-                    return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
-        name = self.fresh("ou")
-        self.rules[name] = [r for r, _m, _v in members]
-        self.obj_meta[name] = {"union": members}
-        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
-        return name, ""
+                    return f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        return ""
+
+    def object_product(self, members: list[tuple[str, dict, Any]], one_of: bool) -> tuple[str | None, str]:
+        """The union of object rules whose branches may share leading keys, as one deterministic
+        automaton over key sequences (a subset construction): a state is the set of branches still
+        possible after the keys so far, each at its own position (and member count); a key leads
+        every branch that can write it next to its next position, and the state's rule writes the
+        key once.  The value after a key is one rule when the branches taking the key give it
+        the same schema; when they give different schemas these must be disjoint (checked on their
+        first terminals, as for a discriminator) and each value leads to the branches that gave it.
+        A state left with one branch goes on in that branch's own rules.
+
+        Exact, LALR(1) and lexically unambiguous by construction; ``(None, why)`` when a state would
+        need two overlapping value schemas for one key, a branch has ``patternProperties`` (or an
+        additional-key terminal that excludes names) in a shared state, or the automaton exceeds
+        :data:`_MAX_PRODUCT_STATES` states.  ``oneOf`` also needs pairwise disjoint branches: one
+        requires a key the other forbids, or both require a key with disjoint value schemas.
+        """
+        live_members: list[tuple[str, dict, Any]] = []
+        for r, meta, v in members:
+            if r not in self.obj_built:
+                job = self.obj_jobs.get(r)
+                if job is None:
+                    return None, f"branch {meta['ptr']} is not a plain object schema"
+                self.build_object(*job[1:])
+            lay = self.obj_built[r]
+            if not lay:
+                if self.rules.get(r) == [r]:
+                    continue  # admits no object
+                return None, f"branch {meta['ptr']} is recursive through the union"
+            if not lay["plain"]:
+                return None, f"branch {meta['ptr']} has patternProperties or names no additional key may take"
+            live_members.append((r, meta, v))
+        if one_of:
+            for i in range(len(live_members)):
+                for j in range(i + 1, len(live_members)):
+                    a, b = live_members[i][1], live_members[j][1]
+                    if not (_excludes(a, b) or _excludes(b, a)
+                            or any(k in b["req"] and self.values_disjoint(a, b, k) for k in a["req"])):
+                        return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        if not live_members:  # no branch admits an object: an unproductive rule (pruned)
+            empty = self.fresh("ou")
+            self.rules[empty] = [empty]
+            return empty, ""
+        if len(live_members) == 1:
+            return live_members[0][0], ""
+        lays = [self.obj_built[r] for r, _m, _v in live_members]
+        comma = self.punct(",", True, True)
+        colon = self.punct(":", True, True)
+
+        def nxt(lay: dict, c: int) -> int | None:
+            if c + 1 <= lay["cap"]:
+                return c + 1
+            return lay["cap"] if lay["hi"] is None else None
+
+        def moves(m: int, i: int, c: int) -> list[tuple[str, str, Any, tuple[Any, str], tuple[int, int, int]]]:
+            lay = lays[m]
+            c1 = nxt(lay, c)
+            if c1 is None:
+                return []
+            out = []
+            live, stop = lay["live"], lay["stop"]
+            j = i
+            while j < stop:
+                k, r, q = live[j]
+                out.append((self.key_lit(k), r, lay["same"][k], lay["src"][k], (m, j + 1, c1)))
+                if q:
+                    return out
+                j += 1
+            if lay["free"]:
+                for k, r, _q in live:
+                    out.append((self.key_lit(k), r, lay["same"][k], lay["src"][k], (m, stop, c1)))
+                if lay["okey"] is not None:
+                    out.append((lay["okey"], lay["add"], lay["add_same"], lay["add_src"], (m, stop, c1)))
+            return out
+
+        def can_end(m: int, i: int, c: int) -> bool:
+            lay = lays[m]
+            return c >= lay["lo"] and not any(q for _k, _r, q in lay["live"][i:lay["stop"]])
+
+        names: dict[tuple, str] = {}
+        todo: list[tuple] = []
+
+        def state_rule(st: tuple) -> str:
+            if len(st) == 1:
+                m, i, c = st[0]
+                return f"{live_members[m][0]}_{i}_{c}"
+            name = names.get(st)
+            if name is None:
+                name = names[st] = self.fresh("op")
+                todo.append(st)
+            return name
+
+        start = tuple((m, 0, 0) for m in range(len(live_members)))
+        top = self.fresh("ou")
+        root = state_rule(start)
+        while todo:
+            if len(names) > _MAX_PRODUCT_STATES:
+                return None, f"the union's key automaton has over {_MAX_PRODUCT_STATES} states"
+            st = todo.pop()
+            c0 = st[0][2]
+            alts = [""] if c0 and any(can_end(*x) for x in st) else []
+            by_tok: dict[str, list[tuple[str, Any, tuple[Any, str], tuple[int, int, int]]]] = {}
+            for x in st:
+                for tok, r, sk, srcv, nx in moves(*x):
+                    by_tok.setdefault(tok, []).append((r, sk, srcv, nx))
+            for tok, mv in by_tok.items():
+                groups: list[tuple[str, Any, tuple[Any, str], list[tuple[int, int, int]]]] = []
+                for r, sk, srcv, nx in mv:
+                    g = next((g for g in groups if g[0] == r or (sk is not None and g[1] == sk)), None)
+                    if g is None:
+                        groups.append((r, sk, srcv, [nx]))
+                    elif nx not in g[3]:
+                        g[3].append(nx)
+                for gi in range(len(groups)):
+                    for gj in range(gi + 1, len(groups)):
+                        if not self.parts_disjoint(self.parts(*groups[gi][2]), self.parts(*groups[gj][2])):
+                            return None, (f"two branches give a key ({groups[gi][2][1]} and {groups[gj][2][1]}) "
+                                          "overlapping value schemas after the same keys")
+                sep = f"{comma} " if c0 else ""
+                for r, _sk, _src, nxs in groups:
+                    alts.append(f"{sep}{tok} {colon} {r} {state_rule(tuple(sorted(nxs)))}")
+            self.rules[names[st]] = alts
+        alts = [f"{self.punct('{', False, True)} {root} {self.punct('}', True, False)}"]
+        if any(can_end(m, 0, 0) for m in range(len(live_members))):
+            alts.insert(0, self.term("\\{" + self.ws + "\\}", "P"))
+        self.rules[top] = alts
+        self.obj_meta[top] = {"union": live_members}
+        self.info[top] = {"obj": {"union": [(r, v) for r, _m, v in live_members]}}
+        return top, ""
 
     def values_disjoint(self, a: dict, b: dict, k: str) -> bool:
         """No value is valid under both branches' schemas of property ``k``, and their first
         terminals are pairwise disjoint (checked on the automata)."""
-        pa = self.parts(*_prop_schema(a, k))
-        pb = self.parts(*_prop_schema(b, k))
+        return self.parts_disjoint(self.parts(*_prop_schema(a, k)), self.parts(*_prop_schema(b, k)))
+
+    def parts_disjoint(self, pa: _Parts, pb: _Parts) -> bool:
+        """No value is in both, and the first terminals are pairwise disjoint (on the automata)."""
         if (pa.obj and pb.obj) or (pa.arr and pb.arr) or (pa.lits & pb.lits):
             return False
         if pa.string is not None and pb.string is not None:
@@ -1359,10 +1504,13 @@ class _Gen:
         pats = self.key_patterns(flat, ptr)
         if pats is None:  # lenient: patternProperties dropped; its keys may then be anything
             pats, addl = [], True
-        if not props and not req and addl is True and not pats:
+        lo_p, hi_p = self.property_counts(flat, ptr, props, req, addl, pats)
+        if lo_p == -1:  # minProperties > maxProperties: no object is valid
+            return
+        if not props and not req and addl is True and not pats and lo_p == 0 and hi_p is None:
             p.obj, p.obj_any, p.obj_key = self.any_object(), True, "any"
             return
-        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats]],
+        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats], lo_p, hi_p],
                          sort_keys=True, default=str)
         if key in self.obj_memo:
             p.obj, p.obj_key = self.obj_memo[key], key
@@ -1370,10 +1518,52 @@ class _Gen:
         name = self.fresh("o")
         self.obj_memo[key] = name
         self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr,
-                               "pats": pats}
+                               "pats": pats, "minp": lo_p, "maxp": hi_p}
         p.obj, p.obj_key = name, key
         self.info[name] = {"obj": None}
-        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats))
+        job = ("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats, lo_p, hi_p)
+        self.obj_jobs[name] = job
+        self.work.append(job)
+
+    def property_counts(self, flat: dict, ptr: str, props: dict, req: list, addl: Any,
+                        pats: list) -> tuple[int, int | None]:
+        """``(minProperties, maxProperties)`` as the object rule counts them, bounds that the other
+        keywords already imply removed (``(0, None)``: no count); ``(-1, None)``: no object is valid.
+
+        The grammar counts members.  Listed properties appear at most once each (the schema's
+        order); with additional or pattern properties a key may repeat, so a count of members is a
+        count of properties only when no key repeats: ``minProperties`` over 1 is then refused
+        (two members could be one property), while ``maxProperties`` only narrows the spelling
+        (a text repeating a key is refused; the value's own spelling, with each key once, is not).
+        """
+        pp = flat["_ptr"]
+        lo_p, hi_p = flat.get("minProperties", 0), flat.get("maxProperties")
+        for v, kw in ((lo_p, "minProperties"), (hi_p, "maxProperties")):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                if isinstance(v, float) and v.is_integer() and v >= 0:
+                    continue
+                raise InvalidSchemaError(f"{kw} must be a non-negative integer, got {v!r}", pointer=pp.get(kw, ptr))
+        lo_p = int(lo_p)
+        hi_p = None if hi_p is None else int(hi_p)
+        names = set(props) | set(req)
+        free = addl is not False or bool(pats)
+        if lo_p <= len(set(req)):
+            lo_p = 0
+        if hi_p is not None and not free and hi_p >= len(names):
+            hi_p = None
+        if hi_p is not None and lo_p > hi_p:
+            return -1, None
+        if lo_p > 1 and free:
+            self.unsupported(pp.get("minProperties", ptr), "minProperties",
+                             f"minProperties {lo_p} with additional or pattern properties: the grammar counts "
+                             "members, and a repeated key would count twice")
+            lo_p = 0
+        if max(lo_p, hi_p or 0) > _MAX_PROPERTY_COUNT:
+            kw = "minProperties" if lo_p > _MAX_PROPERTY_COUNT else "maxProperties"
+            self.unsupported(pp.get(kw, ptr), kw, f"a property count over {_MAX_PROPERTY_COUNT} needs one grammar "
+                                                  "rule per count and position")
+            return 0, None
+        return lo_p, hi_p
 
     def key_patterns(self, flat: dict, ptr: str) -> list[tuple[str, Any, str, str]] | None:
         """``patternProperties`` as ``[(pattern, schema, key regex, pointer)]``: the key regex is the
@@ -1402,24 +1592,39 @@ class _Gen:
         return out
 
     def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str,
-                     pats: list[tuple[str, Any, str, str]]) -> None:
+                     pats: list[tuple[str, Any, str, str]], lo_p: int = 0, hi_p: int | None = None) -> None:
+        """Rules for an object: ``{name}_{i}_{c}`` derives the rest of the members after the first
+        ``i`` listed properties were passed and ``c`` members written (``c`` capped at ``C``, see
+        :meth:`property_counts`); at ``i = stop`` the members come in any order (``{name}_f{c}``)."""
+        if name in self.obj_built:
+            return
+        self.obj_built[name] = {}
         fsms = [(regex_fsm(rx), sch, pp_ptr) for _pat, sch, rx, pp_ptr in pats]
 
-        def key_rule(k: str, own: Any, own_ptr: str) -> str | None:
-            """The value rule of key ``k``: its own schema and every pattern it matches."""
+        def key_rule(k: str, own: Any, own_ptr: str) -> tuple[str | None, Any]:
+            """The value rule of key ``k`` (its own schema and every pattern it matches), and a key
+            equal for two keys whose value rules have the same language (None: unknown)."""
             spelled = json.dumps(k, ensure_ascii=False)
             hits = [(sch, pp_ptr) for f, sch, pp_ptr in fsms if f.accepts(spelled)]
             if not hits:
-                return self.value_rule(own, own_ptr) if own is not False else None
+                r = self.value_rule(own, own_ptr) if own is not False else None
+                return r, ("schema", json.dumps(own, sort_keys=True, default=str))
             node = {"allOf": ([] if own is True else [own]) + [sch for sch, _p in hits]}
-            return self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+            r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+            return r, None
 
         entries: list[tuple[str, str | None, bool]] = []
+        same: dict[str, Any] = {}
+        src: dict[str, tuple[Any, str]] = {}
         for k, s in props.items():
-            entries.append((k, key_rule(k, s, _ptr_join(pptr, "properties", k)), k in req))
+            r, sk = key_rule(k, s, _ptr_join(pptr, "properties", k))
+            entries.append((k, r, k in req))
+            same[k], src[k] = sk, (s, _ptr_join(pptr, "properties", k))
         for k in req:
             if k not in props:
-                entries.append((k, key_rule(k, addl, _ptr_join(ptr, "additionalProperties")), True))
+                r, sk = key_rule(k, addl, _ptr_join(ptr, "additionalProperties"))
+                entries.append((k, r, True))
+                same[k], src[k] = sk, (addl, _ptr_join(ptr, "additionalProperties"))
         add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
         if any(r is None and q for _k, r, q in entries):
             self.rules[name] = [name]  # a required property admits no value: no object is valid
@@ -1445,6 +1650,7 @@ class _Gen:
         # listed key is then in each key context, so Lark's keyword rule lexes a listed name as its
         # own terminal and the additional-key terminal never stands for a listed property.
         last_req = max((i for i, (_k, _r, q) in enumerate(live) if q), default=-1)
+        okey = None
         if add_rule is not None:
             if pats:
                 okey = self.term(f'"{UNIT}*"', "K", priority=-1)
@@ -1453,46 +1659,61 @@ class _Gen:
             free_items.append(f"{okey} {{colon}} {add_rule}")
         free_items = [x.replace("{colon}", colon) for x in free_items]
         stop = n if not free_items else last_req + 1
-        free: dict[int, str] = {}
+        # member counts: c in 0..cap; with no maxProperties the last one means "cap or more"
+        cap = hi_p if hi_p is not None else max(lo_p, 1)
+
+        def nxt(c: int) -> int | None:
+            if c + 1 <= cap:
+                return c + 1
+            return cap if hi_p is None else None
+
+        item = f"{name}_it"
         if free_items:
-            item = f"{name}_it"
             self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + free_items
-            free = {0: f"{name}_a0", 1: f"{name}_a1"}
-            self.rules[free[0]] = ["", f"{item} {free[1]}"]
-            self.rules[free[1]] = ["", f"{comma} {item} {free[1]}"]
+            for c in range(cap + 1):
+                c1 = nxt(c)
+                alts = [""] if c >= lo_p else []
+                if c1 is not None:
+                    alts.append(f"{comma + ' ' if c else ''}{item} {name}_f{c1}")
+                self.rules[f"{name}_f{c}"] = alts
         for i in range(stop, -1, -1):
-            for f in (0, 1):
-                m = f"{name}_{i}_{f}"
+            for c in range(cap + 1):
+                m = f"{name}_{i}_{c}"
                 if i == stop:
-                    self.rules[m] = [free[f]] if free else [""]
+                    self.rules[m] = [f"{name}_f{c}"] if free_items else ([""] if c >= lo_p else [])
                     continue
                 k, r, q = live[i]
-                sep = f"{comma} " if f else ""
-                alts = [f"{sep}{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
+                sep = f"{comma} " if c else ""
+                c1 = nxt(c)
+                alts = [] if c1 is None else [f"{sep}{self.key_lit(k)} {colon} {r} {name}_{i + 1}_{c1}"]
                 if not q:
-                    alts.append(f"{name}_{i + 1}_{f}")
+                    alts.append(f"{name}_{i + 1}_{c}")
                 self.rules[m] = alts
         lb, rb = self.punct("{", False, True), self.punct("}", True, False)
         if last_req >= 0:
             alts = [f"{lb} {name}_0_0 {rb}"]
         else:  # no member is required: "{}" is its own terminal, the braces enclose >= 1 member
             # (else "{" + n blanks, then n blanks + "}" would make a run of 2n)
-            alts = [self.term("\\{" + self.ws + "\\}", "P")]
-            if free:
-                alts.append(f"{lb} {name}_it {free[1]} {rb}")
-            else:
-                for i in range(n - 1, -1, -1):
-                    k, r, _q = live[i]
-                    ne = [f"{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
-                    if i + 1 < n:
+            alts = [self.term("\\{" + self.ws + "\\}", "P")] if lo_p == 0 else []
+            c1 = nxt(0)
+            if c1 is not None:
+                for i in range(stop, -1, -1):
+                    ne = [] if i == stop else [f"{self.key_lit(live[i][0])} {colon} {live[i][1]} {name}_{i + 1}_{c1}"]
+                    if i == stop and free_items:
+                        ne.append(f"{item} {name}_f{c1}")
+                    if i < stop:
                         ne.append(f"{name}_ne{i + 1}")
                     self.rules[f"{name}_ne{i}"] = ne
-                if n:
-                    alts.append(f"{lb} {name}_ne0 {rb}")
+                alts.append(f"{lb} {name}_ne0 {rb}")
         self.rules[name] = alts
         self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
                                    "add": add_rule,
                                    "pats": [(f, r) for (f, _s, _p), (_t, r) in zip(fsms, pat_items, strict=True)]}}
+        self.obj_built[name] = {"live": live, "stop": stop, "free": bool(free_items), "cap": cap, "lo": lo_p,
+                                "hi": hi_p, "okey": okey, "add": add_rule, "same": same, "src": src,
+                                "add_same": ("schema", json.dumps(addl, sort_keys=True, default=str)),
+                                "add_src": (addl, _ptr_join(ptr, "additionalProperties")),
+                                "plain": not pats and not (banned and add_rule is not None)}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
