@@ -90,15 +90,21 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import interegular
 import jsonschema
+from interegular.fsm import FSM as _FSM
+from interegular.fsm import Alphabet as _Alphabet
+from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
-from gad.grammar.automata import regex_fsm
+from gad.grammar.automata import AutomatonTooLarge, budgeted, fsm_regex, minimize, regex_fsm
 from gad.grammar.regex_ast import (
     MAX_CP,
     Dialect,
@@ -124,7 +130,10 @@ _MAX_CP = MAX_CP
 _MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
 _MAX_UNION_ALTS = 256
 _MAX_PRODUCT_STATES = 2048  # states of an object union's key automaton (object_product)
-_MAX_PROPERTY_COUNT = 64  # min/maxProperties over this are refused (one rule per count and position)
+_MAX_PROPERTY_COUNT = 64
+_MAX_PRODUCT_REGEX_STATES = 400  # pattern / length / format intersections: automaton states, ...
+_MAX_PRODUCT_REGEX_CHARS = 20_000  # ... and characters of the regex written back
+_MAX_PRODUCT_STATES_BUILT = 20_000  # states built while intersecting (product, difference, minimising)  # min/maxProperties over this are refused (one rule per count and position)
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
 _CHUNK = 64  # units per chunk terminal of a long length-bounded string
 _MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
@@ -396,6 +405,145 @@ def _number_range(lo: float | None, lo_x: bool, hi: float | None, hi_x: bool) ->
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
+
+# ------------------------------------------------------------------- decimal bounds, multipleOf
+# Numbers under a non-integer bound or multipleOf are spelled without exponent (as other bounded
+# numbers are), and compared exactly as decimals (not in binary floating point).
+_N_SPELL = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+_NONNEG = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+_MAX_MULTIPLE = 1000  # multipleOf a * 10^-d with a over this is refused (a DFA with a states per digit)
+
+
+def _dec(v: float) -> Decimal:
+    """``v`` as the decimal it is written as (``repr`` of a float: 0.1 is 0.1, not its binary value)."""
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(int(v))
+
+
+def _split_dec(b: Decimal) -> tuple[int, str]:
+    """``b >= 0`` as its integer part and its fraction digits (no trailing zeros)."""
+    i = int(b)
+    frac = b - i
+    digits = "" if frac == 0 else format(frac, "f").split(".")[1].rstrip("0")
+    return i, digits
+
+
+def _rx_or(alts: Sequence[str | None]) -> str | None:
+    got = [a for a in alts if a is not None]
+    if not got:
+        return None
+    return got[0] if len(got) == 1 else "(?:" + "|".join(got) + ")"
+
+
+def _nonneg_ge(b: Decimal, strict: bool) -> str | None:
+    """Spellings ``I`` / ``I.F`` of values y >= b (y > b if ``strict``), for a decimal b >= 0."""
+    bi, fb = _split_dec(b)
+    alts = []
+    p = _nat_range(bi + 1, None)
+    if p:
+        alts.append(f"{_wrap(p)}(?:\\.[0-9]+)?")
+    if not fb:
+        alts.append(str(bi) + (r"\.[0-9]*[1-9][0-9]*" if strict else r"(?:\.[0-9]+)?"))
+    else:
+        fr = [fb[:i] + f"[{int(d) + 1}-9][0-9]*" for i, d in enumerate(fb) if d != "9"]
+        fr.append(fb + ("[0-9]*[1-9][0-9]*" if strict else "[0-9]*"))
+        alts.append(str(bi) + r"\." + (_rx_or(fr) or ""))
+    return _rx_or(alts)
+
+
+def _nonneg_le(b: Decimal, strict: bool) -> str | None:
+    """Spellings ``I`` / ``I.F`` of values y <= b (y < b if ``strict``), for a decimal b >= 0."""
+    bi, fb = _split_dec(b)
+    alts = []
+    if bi >= 1:
+        p = _nat_range(0, bi - 1)
+        if p:
+            alts.append(f"{_wrap(p)}(?:\\.[0-9]+)?")
+    if not fb:
+        if not strict:
+            alts.append(str(bi) + r"(?:\.0+)?")
+    else:
+        fr = [fb[:i] + f"[0-{int(d) - 1}][0-9]*" for i, d in enumerate(fb) if d != "0"]
+        fr += [fb[:i] + "0*" for i in range(len(fb))]
+        if not strict:
+            fr.append(fb + "0*")
+        alts.append(str(bi) + r"(?:\." + (_rx_or(fr) or "") + ")?")
+    return _rx_or(alts)
+
+
+def _ge_regex(lo: Decimal, strict: bool) -> str:
+    """Non-exponent spellings of values >= lo (> lo if ``strict``); may match nothing (``(?!)``)."""
+    alts = [_nonneg_ge(max(lo, Decimal(0)), strict if lo >= 0 else False)]
+    if lo <= 0:
+        n = _nonneg_le(-lo, strict)
+        if n:
+            alts.append(r"\-" + _wrap(n))
+    return _rx_or(alts) or "(?!)"
+
+
+def _le_regex(hi: Decimal, strict: bool) -> str:
+    """Non-exponent spellings of values <= hi (< hi if ``strict``)."""
+    alts = [_nonneg_le(hi, strict)] if hi >= 0 else []
+    n = _nonneg_ge(max(-hi, Decimal(0)), strict if hi <= 0 else False)
+    if n:
+        alts.append(r"\-" + _wrap(n))
+    return _rx_or(alts) or "(?!)"
+
+
+def _multiple_fsm(m: Decimal) -> interegular.FSM | None:
+    """An automaton for the non-exponent spellings whose value is a multiple of ``m`` > 0 (exact
+    decimal arithmetic): with m = a * 10^-d, the digits up to d places after the point, read as an
+    integer, are divisible by a (a DFA with a states per place) and every later digit is 0.  It
+    also accepts some spellings that are not JSON (leading zeros, ``1.``): callers intersect it
+    with a JSON number spelling.  None when a is over :data:`_MAX_MULTIPLE`."""
+    m = m.normalize()
+    exp = m.as_tuple().exponent
+    assert isinstance(exp, int)
+    d = max(0, -exp)
+    a = int(m.scaleb(d))
+    if a > _MAX_MULTIPLE:
+        return None
+    sym: dict[Any, int] = {str(g): g for g in range(10)}
+    sym["-"], sym["."], sym[_anything_else] = 10, 11, 12
+    alphabet = _Alphabet(sym)  # type: ignore[arg-type]
+    # states: 0 start, 1 after '-', then (k, r) for k = 0..d places after the point (k = 0: the
+    # integer part, before any point; k = -1 doubles as "just after the point" with no digit yet)
+    idx: dict[tuple[int, int, bool], int] = {}
+
+    def st(k: int, r: int, dot: bool) -> int:
+        key = (k, r, dot)
+        if key not in idx:
+            idx[key] = 2 + len(idx)
+        return idx[key]
+
+    trans: dict[int, dict[int, int]] = {0: {10: 1}, 1: {}}
+    finals: set[int] = set()
+    for g in range(10):
+        trans[0][g] = st(0, g % a, False)
+        trans[1][g] = st(0, g % a, False)
+    todo = list(idx)
+    seen = set(todo)
+    while todo:
+        k, r, dot = todo.pop()
+        s = st(k, r, dot)
+        row: dict[int, int] = {}
+        if not dot:  # integer part: more digits, or the point
+            for g in range(10):
+                row[g] = st(0, (10 * r + g) % a, False)
+            row[11] = st(0, r, True)
+        elif k < d:
+            for g in range(10):
+                row[g] = st(k + 1, (10 * r + g) % a, True)
+        else:
+            row[0] = s  # past d places: zeros only
+        if (r * 10 ** (d - k)) % a == 0:
+            finals.add(s)
+        trans[s] = row
+        for nk in list(idx):
+            if nk not in seen:
+                seen.add(nk)
+                todo.append(nk)
+    return _FSM(alphabet=alphabet, states=set(trans), initial=0, finals=finals, map=trans)
+
 # ----------------------------------------------------------------------------- schema reading
 def load_schema(schema: Any) -> Any:
     """``schema`` as a Python object: a dict / bool as is; a ``Path`` or a ``str`` naming an existing
@@ -459,7 +607,7 @@ _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
     "propertyNames": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
     "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
-    "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
+    "unevaluatedItems": {"array"},
     "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
     "extends": None, "disallow": None, "divisibleBy": {"integer", "number"},  # draft-03
 }
@@ -493,6 +641,7 @@ class _Chunked:
     lo: int
     hi: int | None
     k: int
+    unit: str = _LEN_UNIT  # one unit's regex (a class of raw characters under a pattern C* / C+)
 
 
 @dataclass
@@ -604,7 +753,15 @@ class SchemaGrammar:
             return
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
             v = int(v)
+        if isinstance(v, float) and math.isfinite(v):
+            out.append(_plain_number(v))  # no exponent: bounded numbers are spelled without one
+            return
         out.append(json.dumps(v, ensure_ascii=False))
+
+
+def _plain_number(x: float) -> str:
+    """A finite float in JSON without exponent (``1e-06`` -> ``0.000001``), the same value."""
+    return format(Decimal(repr(x)), "f")
 
 
 def _json_key(v: Any) -> Any:
@@ -1293,6 +1450,8 @@ class _Gen:
                 if isinstance(x, float) and not math.isfinite(x):
                     continue
                 sp = {json.dumps(x)}
+                if isinstance(x, float):
+                    sp.add(_plain_number(x))
                 if float(x).is_integer() and abs(x) < 1e16:
                     sp |= {str(int(x)), f"{int(x)}.0"}
                     if x == 0:
@@ -1400,8 +1559,27 @@ class _Gen:
         n_constraints = sum([has_len, fmt is not None, pat is not None])
         if n_constraints > 1:
             kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
+            parts: list[str] = []
+            try:
+                if pat is not None:
+                    parts.append(pattern_regex(pat))
+            except RegexUnsupported as e:
+                self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
+                return "*"
+            if fmt is not None:
+                parts.append(FORMATS[fmt])
+            if has_len:
+                parts.append(f"(?:{_LEN_UNIT}){{{lo},}}" if hi is None else f"(?:{_LEN_UNIT}){{{lo},{hi}}}")
+            if pat is not None and fmt is None:
+                star = _class_star(parts[0])
+                if star is not None:  # pattern C* or C+ over raw characters: C{lo,hi}
+                    cls, at_least = star
+                    return self.length_string(cls, max(lo, at_least), hi, pp, ptr)
+            ok, rx = _intersect_content(parts)
+            if ok:
+                return rx
             self.unsupported(pp.get(kw, ptr), kw, "a string under two of pattern / length / format needs an "
-                                                  "automaton intersection")
+                                                  "automaton intersection too large to write as one terminal")
             if has_len and (pat is not None or fmt is not None):
                 has_len = False
             if fmt is not None and pat is not None:
@@ -1415,18 +1593,25 @@ class _Gen:
         if fmt is not None:
             return FORMATS[fmt]
         if has_len:
-            if max(lo, hi or 0) > _MAX_LENGTH:
-                k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
-                if k > _MAX_CHUNK:
-                    kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
-                    self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
-                                                          "needs more chunk terminals than gad's budget")
-                    return "*"
-                return _Chunked(lo, hi, k)
-            if hi is None:
-                return f"(?:{_LEN_UNIT}){{{lo},}}"
-            return f"(?:{_LEN_UNIT}){{{lo},{hi}}}"
+            return self.length_string(_LEN_UNIT, lo, hi, pp, ptr)
         return "*"
+
+    def length_string(self, unit: str, lo: int, hi: int | None, pp: dict, ptr: str) -> str | _Chunked | None:
+        """Content of ``lo``..``hi`` units, each matching ``unit`` (a chain of chunk terminals over
+        :data:`_MAX_LENGTH`)."""
+        if hi is not None and lo > hi:
+            return None
+        if max(lo, hi or 0) > _MAX_LENGTH:
+            k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
+            if k > _MAX_CHUNK:
+                kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
+                self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
+                                                      "needs more chunk terminals than gad's budget")
+                return "*"
+            return _Chunked(lo, hi, k, unit)
+        if hi is None:
+            return f"(?:{unit}){{{lo},}}"
+        return f"(?:{unit}){{{lo},{hi}}}"
 
     def chunked_string(self, c: _Chunked) -> str:
         """Rule for a JSON string of ``c.lo``..``c.hi`` canonical units, as a chain
@@ -1437,10 +1622,12 @@ class _Gen:
         ``k - 1`` units, ``C`` needs ``k`` units without one), so the split is unique and the
         lexer never has to choose."""
         name = f"ls_{c.lo}_{'inf' if c.hi is None else c.hi}_{c.k}"
+        if c.unit != _LEN_UNIT:
+            name += "_" + hashlib.sha1(c.unit.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         if name in self.rules:
             return name
         k, lo, hi = c.k, c.lo, c.hi
-        unit = f"(?:{_LEN_UNIT})"
+        unit = f"(?:{c.unit})"
         # chunks needed before the tail can take over (unbounded above: the last rule loops)
         last = (hi // k) if hi is not None else max(1, -(-lo // k))
 
@@ -1479,18 +1666,48 @@ class _Gen:
         for v, kw in ((lo, "minimum"), (hi, "maximum")):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise InvalidSchemaError(f"{kw} must be a finite number, got {v!r}", pointer=pp.get(kw, ptr))
+        mult = flat.get("multipleOf")
+        if mult is not None and (isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0
+                                 or not math.isfinite(mult)):
+            raise InvalidSchemaError(f"multipleOf must be a number > 0, got {mult!r}", pointer=pp.get("multipleOf", ptr))
         if integer:
             ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
             ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
-            return _int_range(ilo, ihi)
-        if lo is None and hi is None:
-            return JSON_NUMBER
-        for v, kw in ((lo, "minimum"), (hi, "maximum")):
-            if v is not None and not float(v).is_integer():
-                self.unsupported(pp.get(kw, ptr) if kw in pp else pp.get("exclusive" + kw[:1].upper() + kw[1:], ptr),
-                                 kw, f"a non-integer bound {v!r} on a number")
+            base = _int_range(ilo, ihi)
+            if mult is None or base is None or (isinstance(mult, int) and mult == 1) or \
+                    (isinstance(mult, float) and mult.is_integer() and mult == 1):
+                return base
+            return self.number_product([base], mult, pp, ptr, "multipleOf")
+        if mult is None:
+            if lo is None and hi is None:
                 return JSON_NUMBER
-        return _number_range(lo, lo_x, hi, hi_x)
+            if all(v is None or float(v).is_integer() for v in (lo, hi)):
+                return _number_range(lo, lo_x, hi, hi_x)
+        parts: list[Any] = [_N_SPELL]
+        if lo is not None:
+            parts.append(_ge_regex(_dec(lo), lo_x))
+        if hi is not None:
+            parts.append(_le_regex(_dec(hi), hi_x))
+        kw = "multipleOf" if mult is not None else "minimum" if lo is not None and not float(lo).is_integer() \
+            else "maximum"
+        return self.number_product(parts, mult, pp, ptr, kw)
+
+    def number_product(self, parts: list[Any], mult: float | None, pp: dict, ptr: str, kw: str) -> str | None:
+        """The intersection of number regexes (and of the multiples of ``mult``), as one regex."""
+        if mult is not None:
+            f = _multiple_fsm(_dec(mult))
+            if f is None:
+                self.unsupported(pp.get("multipleOf", ptr), "multipleOf", f"multipleOf {mult!r} = a * 10^-d with a "
+                                 f"over {_MAX_MULTIPLE} (one automaton state per residue)")
+                return parts[0] if len(parts) == 1 else JSON_NUMBER
+            parts = parts + [f]
+        ok, rx = _intersect_content(parts)
+        if not ok:
+            key = kw if kw in pp else "exclusive" + kw[:1].upper() + kw[1:] if kw in ("minimum", "maximum") else kw
+            self.unsupported(pp.get(key, ptr), kw, "the number constraints' automaton intersection is too large to "
+                                                   "write as one terminal")
+            return JSON_NUMBER
+        return rx
 
     # --------------------------------------------------------------------- objects / arrays
     def object_part(self, flat: dict, ptr: str, p: _Parts) -> None:
@@ -1903,6 +2120,98 @@ class _Gen:
         for tname, lit in self.lit_defs:
             lines.append(f'{tname}: "{lit}"')
         return "\n".join(lines) + "\n"
+
+
+
+
+def _class_star(content: str) -> tuple[str, int] | None:
+    """``(class, n)`` when the content regex's language is ``C*`` (n = 0) or ``C+`` (n = 1) for a
+    class C of raw characters (no quote, backslash or control: one character is one unit);
+    None otherwise (or when its automaton is not small)."""
+    try:
+        f = regex_fsm(content, 200).reduce()
+    except Exception:  # noqa: BLE001 - too large, or not parseable: not of this form
+        return None
+    live = [s for s in f.states if f.map.get(s)]
+    if len(f.states) > 3:
+        return None
+    alpha = f.alphabet
+
+    def chars(s: Any, t: Any) -> list[tuple[int, int]] | None:
+        out: list[tuple[int, int]] = []
+        for tr, nx in f.map.get(s, {}).items():
+            if nx != t:
+                if f.islive(nx):
+                    return None
+                continue
+            for sym in alpha.by_transition[tr]:
+                if sym is _anything_else:
+                    return None
+                out.append((ord(sym), ord(sym)))
+        return _norm(out)
+
+    if len(live) == 1 and f.initial in f.finals:  # C*
+        s = f.initial
+        cs = chars(s, s)
+        n = 0
+    else:  # C+: initial -C-> q, q -C-> q, q final
+        nexts = {nx for nx in f.map.get(f.initial, {}).values() if f.islive(nx)}
+        if f.initial in f.finals or len(nexts) != 1:
+            return None
+        q = next(iter(nexts))
+        if q not in f.finals:
+            return None
+        cs, c2 = chars(f.initial, q), chars(q, q)
+        if cs != c2:
+            return None
+        n = 1
+    if not cs or _intersect(cs, _SPECIAL_RANGES):
+        return None
+    return "[" + _ranges_text(cs) + "]", n
+
+def _inside(f: Any, g: Any) -> bool:
+    """``f``'s language lies inside ``g``'s (under the product budget)."""
+    return bool(budgeted(lambda: (f - g).empty(), _MAX_PRODUCT_STATES_BUILT))
+
+
+def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
+    """``(True, rx)``: a content regex for the strings every one of ``regexes`` matches (None: no
+    string does); ``(False, None)`` when the intersection's automaton or its regex exceeds gad's
+    budgets.  A regex whose language lies inside all the others is returned as is; otherwise the
+    product automaton is written back as a regex (:func:`gad.grammar.automata.fsm_regex`), and
+    that regex is re-parsed and checked equivalent to the product, so the result is exact."""
+    try:
+        fsms = [r if isinstance(r, _FSM) else regex_fsm(r) for r in regexes]
+        if math.prod(len(f.states) for f in fsms) > 2 * _MAX_PRODUCT_STATES_BUILT:
+            return False, None  # (a cheap bound on the product's size: building it would take long)
+
+        def product() -> Any:
+            both = fsms[0]
+            for f in fsms[1:]:
+                both = both & f
+            return both
+
+        both = budgeted(product, _MAX_PRODUCT_STATES_BUILT)
+        if both.empty():
+            return True, None
+        for r, f in zip(regexes, fsms, strict=True):
+            if isinstance(r, str) and _inside(f, both):
+                return True, r  # f's language is inside every other one
+        small = minimize(both)
+        if small is None or len(small.states) > _MAX_PRODUCT_REGEX_STATES:
+            return False, None
+        both = small
+        rx = fsm_regex(both, _MAX_PRODUCT_REGEX_CHARS)
+        if rx is None:
+            return False, None
+        rx = f"(?:{rx})"
+        if not budgeted(lambda: regex_fsm(rx).equivalent(both), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
+            return False, None  # (a bug in fsm_regex)
+        return True, rx
+    except (AutomatonTooLarge, RecursionError):
+        return False, None
+    except Exception:  # noqa: BLE001 - interegular refusing a construct: not writable here
+        return False, None
 
 
 def _first_keys(meta: dict) -> list[str] | None:
