@@ -2182,25 +2182,24 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
     that regex is re-parsed and checked equivalent to the product, so the result is exact."""
     try:
         fsms = [r if isinstance(r, _FSM) else regex_fsm(r) for r in regexes]
-        if math.prod(len(f.states) for f in fsms) > 2 * _MAX_PRODUCT_STATES_BUILT:
-            return False, None  # (a cheap bound on the product's size: building it would take long)
-
-        def product() -> Any:
-            both = fsms[0]
-            for f in fsms[1:]:
-                both = both & f
-            return both
-
-        both = budgeted(product, _MAX_PRODUCT_STATES_BUILT)
+        both = None
+        for f in sorted(fsms, key=lambda f: len(f.states)):
+            if both is None:
+                both = f
+                continue
+            if len(both.states) * len(f.states) > 2 * _MAX_PRODUCT_STATES_BUILT:
+                return False, None  # (a cheap bound on the product's size: building it would take long)
+            both = budgeted(lambda b=both, f=f: b & f, _MAX_PRODUCT_STATES_BUILT)
+            both = minimize(both)
+            if both is None:
+                return False, None
         if both.empty():
             return True, None
         for r, f in zip(regexes, fsms, strict=True):
             if isinstance(r, str) and _inside(f, both):
                 return True, r  # f's language is inside every other one
-        small = minimize(both)
-        if small is None or len(small.states) > _MAX_PRODUCT_REGEX_STATES:
+        if len(both.states) > _MAX_PRODUCT_REGEX_STATES:
             return False, None
-        both = small
         rx = fsm_regex(both, _MAX_PRODUCT_REGEX_CHARS)
         if rx is None:
             return False, None
