@@ -2169,6 +2169,11 @@ def _class_star(content: str) -> tuple[str, int] | None:
         return None
     return "[" + _ranges_text(cs) + "]", n
 
+def _meet(f: Any, g: Any) -> Any:
+    """A thunk for ``f & g`` (for :func:`budgeted`)."""
+    return lambda: f & g
+
+
 def _inside(f: Any, g: Any) -> bool:
     """``f``'s language lies inside ``g``'s (under the product budget)."""
     return bool(budgeted(lambda: (f - g).empty(), _MAX_PRODUCT_STATES_BUILT))
@@ -2182,15 +2187,12 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
     that regex is re-parsed and checked equivalent to the product, so the result is exact."""
     try:
         fsms = [r if isinstance(r, _FSM) else regex_fsm(r) for r in regexes]
-        both = None
-        for f in sorted(fsms, key=lambda f: len(f.states)):
-            if both is None:
-                both = f
-                continue
+        order = sorted(fsms, key=lambda f: len(f.states))
+        both: Any = order[0]
+        for f in order[1:]:
             if len(both.states) * len(f.states) > 2 * _MAX_PRODUCT_STATES_BUILT:
                 return False, None  # (a cheap bound on the product's size: building it would take long)
-            both = budgeted(lambda b=both, f=f: b & f, _MAX_PRODUCT_STATES_BUILT)
-            both = minimize(both)
+            both = minimize(budgeted(_meet(both, f), _MAX_PRODUCT_STATES_BUILT))
             if both is None:
                 return False, None
         if both.empty():
