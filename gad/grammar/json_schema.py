@@ -110,9 +110,11 @@ from gad.grammar.regex_ast import (
     Dialect,
     RegexUnsupported,
     branches,
+    distribute_branch,
     has_anchor,
     nullable,
     plain_group,
+    splice_groups,
     strip_anchors,
     translate,
 )
@@ -221,7 +223,8 @@ def pattern_regex(pattern: str) -> str:
 
 
 def _top(items: list) -> str:
-    alts = branches(items)
+    items = splice_groups(items)
+    alts = branches(items) or distribute_branch(items)
     if alts is not None:
         return "(?:" + "|".join(_top(b) for b in alts) + ")"
     inner = plain_group(items)
@@ -604,8 +607,7 @@ def _is_annotation(kw: str) -> bool:
 
 
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
-    "propertyNames": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
-    "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
+    "propertyNames": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
     "unevaluatedItems": {"array"},
     "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
@@ -818,7 +820,7 @@ class _Gen:
         self.obj_meta: dict[str, dict] = {}  # object rule -> props / req / addl (unions: members)
         self.obj_jobs: dict[str, tuple] = {}  # object rule -> its build job (built on demand by unions)
         self.obj_built: dict[str, dict] = {}  # object rule -> its members' layout, once built
-        self.branch_schema: dict[str, Any] = {}  # union branch pointer -> its flattened schema
+        self.branch_schema: dict[Any, Any] = {}  # union branch (object rule, pointer) -> its flattened schema
         self.arr_memo: dict[Any, str] = {}
         self.info: dict[str, dict] = {}
         self.work: list[Any] = []
@@ -921,6 +923,23 @@ class _Gen:
                 branches = rest.pop(kw)
                 if flat is not _FALSE:
                     flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
+        for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
+            # {A: [B, ...]} / {A: S}: A absent, or A present with B ... required / S (an anyOf)
+            deps = rest.pop(kw, None)
+            if not isinstance(deps, dict) or flat is _FALSE or kw not in type(self.validator).VALIDATORS:
+                continue  # (a keyword of another draft than the schema's: an annotation, as validators say)
+            for a, dep in deps.items():
+                dptr = _ptr_join(ptr, kw, a)
+                present: dict = {"required": [a]}
+                if isinstance(dep, list):
+                    if kw == "dependentSchemas":
+                        raise InvalidSchemaError("dependentSchemas values must be schemas", pointer=dptr)
+                    present["required"] = [a] + [x for x in dep if x != a]
+                elif kw == "dependentRequired":
+                    raise InvalidSchemaError("dependentRequired values must be arrays of names", pointer=dptr)
+                else:
+                    present["allOf"] = [dep]
+                flat["_unions"].append((kw, [({"properties": {a: False}}, _ptr_join(ptr, kw)), (present, dptr)], dptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
@@ -1092,7 +1111,7 @@ class _Gen:
             p = self.parts(None, bptr, sub)
             if not p.empty():
                 alts.append((p, bptr))
-                self.branch_schema[bptr] = sub
+                self.branch_schema[(p.obj, bptr)] = sub  # (two branches may share a pointer)
         return self.combine(alts, kw, uptr, base)
 
     def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
@@ -1225,7 +1244,7 @@ class _Gen:
             if "union" in meta:
                 members.extend(meta["union"])
             else:
-                sub = self.branch_schema.get(bptr)
+                sub = self.branch_schema.get((r, bptr))
                 members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
         why = self.simple_union_why(members, one_of)
         if why:
@@ -1292,7 +1311,7 @@ class _Gen:
                     continue  # admits no object
                 return None, f"branch {meta['ptr']} is recursive through the union"
             if not lay["plain"]:
-                return None, f"branch {meta['ptr']} has patternProperties or names no additional key may take"
+                return None, f"branch {meta['ptr']} has patternProperties"
             live_members.append((r, meta, v))
         if one_of:
             for i in range(len(live_members)):
@@ -1333,8 +1352,8 @@ class _Gen:
             if lay["free"]:
                 for k, r, _q in live:
                     out.append((self.key_lit(k), r, lay["same"][k], lay["src"][k], (m, stop, c1)))
-                if lay["okey"] is not None:
-                    out.append((lay["okey"], lay["add"], lay["add_same"], lay["add_src"], (m, stop, c1)))
+                if lay["okey"] is not None:  # "": the state's additional-key terminal (below)
+                    out.append(("", lay["add"], lay["add_same"], lay["add_src"], (m, stop, c1)))
             return out
 
         def can_end(m: int, i: int, c: int) -> bool:
@@ -1343,6 +1362,7 @@ class _Gen:
 
         names: dict[tuple, str] = {}
         todo: list[tuple] = []
+        lit_name = {self.key_lit(k): k for lay in lays for k, _r, _q in lay["live"]}
 
         def state_rule(st: tuple) -> str:
             if len(st) == 1:
@@ -1364,9 +1384,27 @@ class _Gen:
             c0 = st[0][2]
             alts = [""] if c0 and any(can_end(*x) for x in st) else []
             by_tok: dict[str, list[tuple[str, Any, tuple[Any, str], tuple[int, int, int]]]] = {}
+            adds: list[tuple[int, tuple]] = []  # members taking additional keys here, and that move
             for x in st:
                 for tok, r, sk, srcv, nx in moves(*x):
-                    by_tok.setdefault(tok, []).append((r, sk, srcv, nx))
+                    if tok == "":
+                        adds.append((x[0], (r, sk, srcv, nx)))
+                    else:
+                        by_tok.setdefault(tok, []).append((r, sk, srcv, nx))
+            if adds:
+                # A name offered here as a literal is lexed as that literal (Lark's keyword rule), so
+                # every member taking additional keys here takes it too (unless it lists or bans it);
+                # the state's additional-key terminal excludes the names some member here bans, and
+                # a banned name another member takes as additional is offered as its literal.
+                banned = sorted({k for m, _mv in adds for k in lays[m]["banned"]})
+                offered = {lit_name[t] for t in by_tok if t in lit_name}
+                for k in sorted(offered | set(banned)):
+                    takers = [mv for m, mv in adds if k not in lays[m]["banned"]
+                              and all(k != kk for kk, _r, _q in lays[m]["live"])]
+                    if takers:
+                        by_tok.setdefault(self.key_lit(k), []).extend(takers)
+                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                by_tok.setdefault(okey, []).extend(mv for _m, mv in adds)
             for tok, mv in by_tok.items():
                 groups: list[tuple[str, Any, tuple[Any, str], list[tuple[int, int, int]]]] = []
                 for r, sk, srcv, nx in mv:
@@ -1930,7 +1968,7 @@ class _Gen:
                                 "hi": hi_p, "okey": okey, "add": add_rule, "same": same, "src": src,
                                 "add_same": ("schema", json.dumps(addl, sort_keys=True, default=str)),
                                 "add_src": (addl, _ptr_join(ptr, "additionalProperties")),
-                                "plain": not pats and not (banned and add_rule is not None)}
+                                "plain": not pats, "banned": banned}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -2251,7 +2289,7 @@ def _cx(content: str) -> str:
 def _unflatten(flat: dict) -> Any:
     out = {k: v for k, v in flat.items() if not k.startswith("_")}
     if flat["_unions"]:
-        out["allOf"] = [{kw: [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
+        out["allOf"] = [{"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
     return out
 
 

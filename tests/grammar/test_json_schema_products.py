@@ -274,3 +274,46 @@ def test_fsm_regex_roundtrip(pattern):
     rx = fsm_regex(small)
     assert rx is not None and regex_fsm(rx).equivalent(f)
     assert interegular.parse_pattern(rx).to_fsm().equivalent(f)
+
+
+# ------------------------------------------------------------- anchors inside groups / branches
+@pytest.mark.parametrize("pattern", [
+    r"(^[a-zA-Z0-9_.()-]+$)", r"^$|(^(?:\S+\s+){0,9}\S+$)", r"^[ATCG]+$|^SI-[GN]A-[A-Z][0-9]+$",
+    r"^([0-9]*[.])?[0-9]+$|^[\d.]+(?:e-?\d+)?$", r"^(\d{4}(-\d{2})?(-\d{2})?$)|(^\d{4}-\d{2})", r"a(b|c)d", r"(a|b)c$",
+])
+def test_anchors_inside_groups_are_a_search(pattern):
+    c = Checker({"type": "string", "pattern": pattern})
+    words = ["", "abc", "ACGT", "SI-GA-B1", "xSI-GA-B1", "ACGTx", "1.5", ".5", "1e-3", "2020-01", "2020-01-01T", "abd",
+             "xacd", "ac", "bcx", "a b", "a b ", " a", "x", "_(a).b", "a<b"]
+    for s in words:
+        assert c.accepts_value(s) is bool(re.search(pattern, s)), (pattern, s)
+
+
+# ---------------------------------------------------------------------------- dependencies
+_D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": _D7, "type": "object", "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"]}},
+    {"$schema": _D7, "properties": {"a": {}, "b": {}, "c": {"type": "string"}},
+     "dependencies": {"a": ["b"], "c": {"required": ["z"]}}},
+    {"$schema": _D7, "type": "object", "dependencies": {"z": ["a"], "b": ["c"]}},
+    {"type": "object", "properties": {"a": {}, "b": {}, "c": {"type": "string"}}, "dependentRequired": {"a": ["b"], "c": ["a"]}},
+    {"type": "object", "properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": False,
+     "dependentRequired": {"a": ["b"]}},
+    # a banned name that another branch takes as an additional key
+    {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": False}},
+               {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+])
+def test_dependencies_as_unions_exact(schema):
+    _agree(schema, _OBJS + [1, "s", [1]])
+
+
+def test_dependencies_of_another_draft_are_annotations():
+    """``dependencies`` is not a 2020-12 keyword (jsonschema ignores it there), nor ``dependentRequired``
+    a draft-07 one."""
+    c = Checker({"type": "object", "dependencies": {"a": ["b"]}})
+    assert c.accepts('{"a":1}') and oracle({"type": "object", "dependencies": {"a": ["b"]}}, {"a": 1})
+    s7 = {"$schema": _D7, "type": "object", "dependentRequired": {"a": ["b"]}}
+    assert Checker(s7).accepts('{"a":1}') and oracle(s7, {"a": 1})
