@@ -21,6 +21,13 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   automata; overlapping ones are refused); a listed name a pattern matches takes both schemas
   (``allOf``), and keys no pattern matches fall to ``additionalProperties`` through a terminal at
   Lark priority -1 (tried after the pattern terminals, so it only takes what they do not).
+  ``minProperties`` / ``maxProperties``: the object rules count members (one rule per position
+  and count, counts up to 64).  Listed properties appear once each; where additional or pattern
+  keys may repeat a key, ``minProperties`` over 1 is refused (two members could be one property)
+  and ``maxProperties`` refuses texts that repeat a key (the value's own spelling has each key
+  once).  ``dependentRequired`` / ``dependentSchemas`` (and draft-04..07 ``dependencies``, each
+  only under the drafts whose validator defines it; an annotation otherwise) are the unions
+  "``A`` absent, or ``A`` present with the names required / the schema", built as below.
 * arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
   ``minItems``, ``maxItems``, ``uniqueItems: false``.
 * ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
@@ -32,7 +39,12 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   to the first required one, in order) are disjoint, or both write the same required key first and
   its value schemas are disjoint (a discriminator such as ``"kind": {"const": ...}``); under
   ``oneOf`` each pair must also be disjoint as sets of values (a discriminator, or a key one branch
-  requires and the other forbids).  Each branch keeps its own property order; :meth:`dumps` writes
+  requires and the other forbids).  Otherwise (branches sharing leading keys, or requiring none)
+  the union is one deterministic automaton over key sequences (a subset construction over the
+  branches' positions, :meth:`_Gen.object_product`): a key is written once and leads every branch
+  that can take it on; after a shared key the branches must give its value the same schema, or
+  disjoint ones (each then leads on to its own branches); a state left with one branch goes on in
+  that branch's rules.  Each branch keeps its own property order; :meth:`dumps` writes
   an object in the order of the first branch that validates it.  ``oneOf`` is exact when its
   branches are pairwise disjoint (checked on the automata for strings and numbers, by kind
   otherwise); overlapping branches raise
@@ -47,8 +59,11 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
-  integers.  Two of pattern / length / format on one string need an automaton intersection and are
-  refused.  The formats the JSON Schema drafts define but gad does not implement (duration,
+  integers.  Two or three of pattern / length / format on one string are an automaton
+  intersection: a pattern ``C*`` / ``C+`` over a class of plain characters under a length is
+  ``C{lo,hi}`` (chunked like a length); otherwise the product automaton is minimised and written
+  back as one regex (state elimination, re-parsed and checked equivalent), or refused when it is
+  over gad's budgets (400 states, 20,000 characters).  The formats the JSON Schema drafts define but gad does not implement (duration,
   idn-email, idn-hostname, uri-reference, iri, iri-reference, uri-template, json-pointer,
   relative-json-pointer, regex; draft-03's host-name, ip-address, color, ... under a draft-03
   ``$schema``) are refused; any other name (``password``, ``byte``, ``topic`` ...) is unknown to
@@ -57,10 +72,13 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
 * numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
-  Non-integer bounds on ``number``, and ``multipleOf``, are refused.
+  Non-integer bounds and ``multipleOf`` (``m = a * 10^-d``, a <= 1000: the digits up to d places
+  read as an integer are divisible by a, later digits 0) are exact in decimal arithmetic (the
+  spec's "division results in an integer"; ``jsonschema`` divides binary floats, which can differ,
+  e.g. for 0.07 and multipleOf 0.01) over the spelling without exponent, as an intersection of
+  automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
-  ``min/maxProperties``, ``dependencies``, ``dependentRequired``, ``dependentSchemas``,
-  ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
+  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
   ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
@@ -224,7 +242,9 @@ def pattern_regex(pattern: str) -> str:
 
 def _top(items: list) -> str:
     items = splice_groups(items)
-    alts = branches(items) or distribute_branch(items)
+    # alternatives with anchors are searches of their own; without anchors, one search of the
+    # whole alternation (UNIT* (a|b) UNIT*) has a far smaller automaton than a union of searches
+    alts = (branches(items) or distribute_branch(items)) if has_anchor(items) else None
     if alts is not None:
         return "(?:" + "|".join(_top(b) for b in alts) + ")"
     inner = plain_group(items)
