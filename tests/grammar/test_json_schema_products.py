@@ -317,3 +317,14 @@ def test_dependencies_of_another_draft_are_annotations():
     assert c.accepts('{"a":1}') and oracle({"type": "object", "dependencies": {"a": ["b"]}}, {"a": 1})
     s7 = {"$schema": _D7, "type": "object", "dependentRequired": {"a": ["b"]}}
     assert Checker(s7).accepts('{"a":1}') and oracle(s7, {"a": 1})
+
+
+def test_thousand_item_bound():
+    """maxItems 1000 (common in MaskBench) is one rule per position, within gad's budgets."""
+    c = Checker({"type": "array", "maxItems": 1000, "items": {"type": "integer"}})
+    assert c.accepts("[" + ",".join(["1"] * 1000) + "]")
+    assert not c.accepts("[" + ",".join(["1"] * 1001) + "]")
+    assert c.accepts("[]") and not c.accepts('["a"]')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "array", "maxItems": 3000})
+    assert e.value.keyword == "maxItems"
