@@ -951,16 +951,30 @@ class _Gen:
                 continue  # (a keyword of another draft than the schema's: an annotation, as validators say)
             for a, dep in deps.items():
                 dptr = _ptr_join(ptr, kw, a)
-                present: dict = {"required": [a]}
+                present: Any = {"required": [a]}
                 if isinstance(dep, list):
                     if kw == "dependentSchemas":
                         raise InvalidSchemaError("dependentSchemas values must be schemas", pointer=dptr)
                     present["required"] = [a] + [x for x in dep if x != a]
                 elif kw == "dependentRequired":
                     raise InvalidSchemaError("dependentRequired values must be arrays of names", pointer=dptr)
-                else:
-                    present["allOf"] = [dep]
-                flat["_unions"].append((kw, [({"properties": {a: False}}, _ptr_join(ptr, kw)), (present, dptr)], dptr))
+                elif dep is False:
+                    present = False
+                elif isinstance(dep, dict):  # the dependent schema itself (its pointers stay real)
+                    for _ in range(64):  # drafts 04-07 ignore $ref's siblings: add "required" to the target
+                        if not (self.old_ref and "$ref" in dep):
+                            break
+                        dep, dptr = self.resolve(dep["$ref"], dptr)
+                        dptr = dptr or ""
+                    if dep is False:
+                        present = False
+                    elif isinstance(dep, dict):
+                        present = dict(dep)
+                        present["required"] = [a] + [x for x in dep.get("required", []) if x != a]
+                branches_ = [({"properties": {a: False}}, _ptr_join(ptr, kw))]
+                if present is not False:
+                    branches_.append((present, dptr))
+                flat["_unions"].append((kw, branches_, ptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
