@@ -150,6 +150,7 @@ _MAX_CP = MAX_CP
 _MAX_ITEMS_CHAIN = 1024  # bounded arrays longer than this are refused (one rule per position; 1,000-item
 # bounds are common in MaskBench, and 2,000 positions still build in seconds)
 _MAX_UNION_ALTS = 256
+_MAX_DEPENDENCIES = 4  # dependencies of one object (each doubles its union's branches)
 _MAX_PRODUCT_STATES = 2048  # states of an object union's key automaton (object_product)
 _MAX_PROPERTY_COUNT = 64
 _MAX_PRODUCT_REGEX_STATES = 400  # pattern / length / format intersections: automaton states, ...
@@ -949,6 +950,10 @@ class _Gen:
             deps = rest.pop(kw, None)
             if not isinstance(deps, dict) or flat is _FALSE or kw not in type(self.validator).VALIDATORS:
                 continue  # (a keyword of another draft than the schema's: an annotation, as validators say)
+            if len(deps) > _MAX_DEPENDENCIES:
+                self.unsupported(ptr, kw, f"{len(deps)} dependencies make a union of 2^{len(deps)} branches "
+                                          f"(gad's limit: {_MAX_DEPENDENCIES})")
+                continue
             for a, dep in deps.items():
                 dptr = _ptr_join(ptr, kw, a)
                 present: Any = {"required": [a]}
@@ -1272,18 +1277,22 @@ class _Gen:
         requires that the other forbids (closed object without it, or its schema ``false``).
         """
         members: list[tuple[str, dict, Any]] = []
+        nested = False
         for r, _any, _key, bptr in objs:
             meta = self.obj_meta.get(r)
             if meta is None:
                 return None, f"branch {bptr} is not a plain object schema"
             if "union" in meta:
+                if meta.get("exactly_one"):
+                    return None, f"branch {bptr} is a oneOf over overlapping objects"
                 members.extend(meta["union"])
+                nested = True
             else:
                 sub = self.branch_schema.get((r, bptr))
                 members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
         why = self.simple_union_why(members, one_of)
         if why:
-            rule, why2 = self.object_product(members, one_of)
+            rule, why2 = self.object_product(members, one_of, nested)
             if rule is None:
                 return None, f"{why}; {why2}"
             return rule, ""
@@ -1317,7 +1326,8 @@ class _Gen:
                     return f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
         return ""
 
-    def object_product(self, members: list[tuple[str, dict, Any]], one_of: bool) -> tuple[str | None, str]:
+    def object_product(self, members: list[tuple[str, dict, Any]], one_of: bool,
+                       nested: bool = False) -> tuple[str | None, str]:
         """The union of object rules whose branches may share leading keys, as one deterministic
         automaton over key sequences (a subset construction): a state is the set of branches still
         possible after the keys so far, each at its own position (and member count); a key leads
@@ -1327,11 +1337,16 @@ class _Gen:
         first terminals, as for a discriminator) and each value leads to the branches that gave it.
         A state left with one branch goes on in that branch's own rules.
 
+        A state knows which branches accept the text so far, so the closing brace is allowed when
+        one of them may end there (``anyOf``), or exactly one (``oneOf`` over closed branches that
+        list their common keys in the same order, so that a text is in every branch its value is
+        valid for: overlapping branches are then fine).  Any other ``oneOf`` (or one whose branches
+        include another union's members, ``nested``) needs pairwise disjoint branches: one requires
+        a key the other forbids, or both require a key with disjoint value schemas.
+
         Exact, LALR(1) and lexically unambiguous by construction; ``(None, why)`` when a state would
-        need two overlapping value schemas for one key, a branch has ``patternProperties`` (or an
-        additional-key terminal that excludes names) in a shared state, or the automaton exceeds
-        :data:`_MAX_PRODUCT_STATES` states.  ``oneOf`` also needs pairwise disjoint branches: one
-        requires a key the other forbids, or both require a key with disjoint value schemas.
+        need two overlapping value schemas for one key, a branch has ``patternProperties``, or the
+        automaton exceeds :data:`_MAX_PRODUCT_STATES` states.
         """
         live_members: list[tuple[str, dict, Any]] = []
         for r, meta, v in members:
@@ -1348,7 +1363,19 @@ class _Gen:
             if not lay["plain"]:
                 return None, f"branch {meta['ptr']} has patternProperties"
             live_members.append((r, meta, v))
-        if one_of:
+        # Counting the branches a text is in counts the branches its value is valid for only when
+        # no branch takes keys in any order (additional keys) and any two branches list their
+        # common keys in the same order: the text of a value in one branch's order is then in
+        # every branch the value is valid for.
+        exactly_one = one_of and not nested and all(not self.obj_built[r]["free"] for r, _m, _v in live_members)
+        if exactly_one:
+            pos = [{k: i for i, (k, _r, _q) in enumerate(self.obj_built[r]["live"])} for r, _m, _v in live_members]
+            for i in range(len(pos)):
+                for j in range(i + 1, len(pos)):
+                    common = [k for k in pos[i] if k in pos[j]]
+                    if sorted(common, key=pos[i].__getitem__) != sorted(common, key=pos[j].__getitem__):
+                        exactly_one = False
+        if one_of and not exactly_one:
             for i in range(len(live_members)):
                 for j in range(i + 1, len(live_members)):
                     a, b = live_members[i][1], live_members[j][1]
@@ -1417,7 +1444,8 @@ class _Gen:
                 return None, f"the union's key automaton has over {_MAX_PRODUCT_STATES} states"
             st = todo.pop()
             c0 = st[0][2]
-            alts = [""] if c0 and any(can_end(*x) for x in st) else []
+            ends = sum(can_end(*x) for x in st)
+            alts = [""] if c0 and (ends == 1 if exactly_one else ends >= 1) else []
             by_tok: dict[str, list[tuple[str, Any, tuple[Any, str], tuple[int, int, int]]]] = {}
             adds: list[tuple[int, tuple]] = []  # members taking additional keys here, and that move
             for x in st:
@@ -1458,10 +1486,11 @@ class _Gen:
                     alts.append(f"{sep}{tok} {colon} {r} {state_rule(tuple(sorted(nxs)))}")
             self.rules[names[st]] = alts
         alts = [f"{self.punct('{', False, True)} {root} {self.punct('}', True, False)}"]
-        if any(can_end(m, 0, 0) for m in range(len(live_members))):
+        empty = sum(can_end(m, 0, 0) for m in range(len(live_members)))
+        if empty == 1 if exactly_one else empty >= 1:
             alts.insert(0, self.term("\\{" + self.ws + "\\}", "P"))
         self.rules[top] = alts
-        self.obj_meta[top] = {"union": live_members}
+        self.obj_meta[top] = {"union": live_members, "exactly_one": exactly_one}
         self.info[top] = {"obj": {"union": [(r, v) for r, _m, v in live_members]}}
         return top, ""
 

@@ -121,6 +121,11 @@ def test_property_counts_refused_when_members_may_repeat():
                 "minProperties": 1},
                {"type": "object", "properties": {"a": {"type": "integer"}, "c": {}}, "additionalProperties": False}]},
     {"anyOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object", "required": ["b"]}]},
+    # oneOf over overlapping closed branches: exactly one branch may accept (Github_easy---o83719)
+    {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "oneOf": [{"required": ["a", "b"]}, {"required": ["a", "c"]}],
+     "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "z": {}}, "additionalProperties": False,
+     "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"properties": {"a": {"type": "string"}}}]},
 ])
 def test_object_unions_with_shared_keys_exact(schema):
     _agree(schema, _OBJS)
