@@ -1486,8 +1486,8 @@ class _Gen:
                     alts.append(f"{sep}{tok} {colon} {r} {state_rule(tuple(sorted(nxs)))}")
             self.rules[names[st]] = alts
         alts = [f"{self.punct('{', False, True)} {root} {self.punct('}', True, False)}"]
-        empty = sum(can_end(m, 0, 0) for m in range(len(live_members)))
-        if empty == 1 if exactly_one else empty >= 1:
+        n_empty = sum(can_end(m, 0, 0) for m in range(len(live_members)))
+        if n_empty == 1 if exactly_one else n_empty >= 1:
             alts.insert(0, self.term("\\{" + self.ws + "\\}", "P"))
         self.rules[top] = alts
         self.obj_meta[top] = {"union": live_members, "exactly_one": exactly_one}
