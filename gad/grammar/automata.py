@@ -2,7 +2,9 @@
 
 Grammar validation (:mod:`gad.grammar.loader`) and the byte-level lexer (:mod:`gad.engine.lexer`) both
 turn a terminal's regexp into an ``interegular`` FSM with :func:`regex_fsm`; the budget refuses
-terminals whose subset construction would explode.
+terminals whose subset construction would explode.  The JSON Schema translation intersects
+automata (:func:`budgeted` products, :func:`minimize`) and writes the result back as a regex
+(:func:`fsm_regex`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import TypeVar
 
 import interegular
 import interegular.fsm as _ifsm
+
+from gad.grammar.regex_ast import MAX_CP, complement, norm, ranges_text, rx_lit
 
 # Budgets on automaton sizes: a terminal such as /(a|b)*a(a|b){20}/ has 2^21 DFA states and
 # /a{1000000}/ a million; building them would run for hours, so they are refused instead.
@@ -185,8 +189,6 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
 
     Callers that need certainty re-parse the result and compare automata (``equivalent``).
     """
-    from gad.grammar.regex_ast import MAX_CP, complement, norm, ranges_text, rx_lit
-
     alpha = fsm.alphabet
     explicit = [s for s in alpha._symbol_mapping if isinstance(s, str)]
     other = complement(norm([(ord(c), ord(c)) for c in explicit])) if explicit else [(0, MAX_CP)]
