@@ -128,21 +128,23 @@ def budgeted(fn: Callable[[], T], max_states: int) -> T:
     """
     budget = [max_states]
     with _crawl_lock:
+        prev = _ifsm.crawl  # (nested budgets: the outer one is back after the inner one)
         _ifsm.crawl = _budget_crawl(budget)
         try:
             return fn()
         finally:
-            _ifsm.crawl = _ORIG_CRAWL
+            _ifsm.crawl = prev
 
 
 def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
     budget = [max_states]
     with _crawl_lock:
+        prev = _ifsm.crawl
         _ifsm.crawl = _budget_crawl(budget)
         try:
             return interegular.parse_pattern(regexp).to_fsm()
         finally:
-            _ifsm.crawl = _ORIG_CRAWL
+            _ifsm.crawl = prev
 
 
 # ------------------------------------------------------------------------ automaton -> regex
