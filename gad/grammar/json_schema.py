@@ -21,6 +21,13 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   automata; overlapping ones are refused); a listed name a pattern matches takes both schemas
   (``allOf``), and keys no pattern matches fall to ``additionalProperties`` through a terminal at
   Lark priority -1 (tried after the pattern terminals, so it only takes what they do not).
+  ``minProperties`` / ``maxProperties``: the object rules count members (one rule per position
+  and count, counts up to 64).  Listed properties appear once each; where additional or pattern
+  keys may repeat a key, ``minProperties`` over 1 is refused (two members could be one property)
+  and ``maxProperties`` refuses texts that repeat a key (the value's own spelling has each key
+  once).  ``dependentRequired`` / ``dependentSchemas`` (and draft-04..07 ``dependencies``, each
+  only under the drafts whose validator defines it; an annotation otherwise) are the unions
+  "``A`` absent, or ``A`` present with the names required / the schema", built as below.
 * arrays: ``items``, ``prefixItems`` (and draft-04..2019 ``items: [...]`` + ``additionalItems``),
   ``minItems``, ``maxItems``, ``uniqueItems: false``.
 * ``anyOf``, ``oneOf``, ``allOf``: ``allOf`` is merged into one schema; sibling keywords are
@@ -32,7 +39,12 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   to the first required one, in order) are disjoint, or both write the same required key first and
   its value schemas are disjoint (a discriminator such as ``"kind": {"const": ...}``); under
   ``oneOf`` each pair must also be disjoint as sets of values (a discriminator, or a key one branch
-  requires and the other forbids).  Each branch keeps its own property order; :meth:`dumps` writes
+  requires and the other forbids).  Otherwise (branches sharing leading keys, or requiring none)
+  the union is one deterministic automaton over key sequences (a subset construction over the
+  branches' positions, :meth:`_Gen.object_product`): a key is written once and leads every branch
+  that can take it on; after a shared key the branches must give its value the same schema, or
+  disjoint ones (each then leads on to its own branches); a state left with one branch goes on in
+  that branch's rules.  Each branch keeps its own property order; :meth:`dumps` writes
   an object in the order of the first branch that validates it.  ``oneOf`` is exact when its
   branches are pairwise disjoint (checked on the automata for strings and numbers, by kind
   otherwise); overlapping branches raise
@@ -47,8 +59,11 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
-  integers.  Two of pattern / length / format on one string need an automaton intersection and are
-  refused.  The formats the JSON Schema drafts define but gad does not implement (duration,
+  integers.  Two or three of pattern / length / format on one string are an automaton
+  intersection: a pattern ``C*`` / ``C+`` over a class of plain characters under a length is
+  ``C{lo,hi}`` (chunked like a length); otherwise the product automaton is minimised and written
+  back as one regex (state elimination, re-parsed and checked equivalent), or refused when it is
+  over gad's budgets (400 states, 20,000 characters).  The formats the JSON Schema drafts define but gad does not implement (duration,
   idn-email, idn-hostname, uri-reference, iri, iri-reference, uri-template, json-pointer,
   relative-json-pointer, regex; draft-03's host-name, ip-address, color, ... under a draft-03
   ``$schema``) are refused; any other name (``password``, ``byte``, ``topic`` ...) is unknown to
@@ -57,10 +72,13 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
 * numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
-  Non-integer bounds on ``number``, and ``multipleOf``, are refused.
+  Non-integer bounds and ``multipleOf`` (``m = a * 10^-d``, a <= 1000: the digits up to d places
+  read as an integer are divisible by a, later digits 0) are exact in decimal arithmetic (the
+  spec's "division results in an integer"; ``jsonschema`` divides binary floats, which can differ,
+  e.g. for 0.07 and multipleOf 0.01) over the spelling without exponent, as an intersection of
+  automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
-  ``min/maxProperties``, ``dependencies``, ``dependentRequired``, ``dependentSchemas``,
-  ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
+  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
   ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
@@ -90,23 +108,31 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import interegular
 import jsonschema
+from interegular.fsm import FSM as _FSM
+from interegular.fsm import Alphabet as _Alphabet
+from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
-from gad.grammar.automata import regex_fsm
+from gad.grammar.automata import AutomatonTooLarge, budgeted, fsm_regex, minimize, regex_fsm
 from gad.grammar.regex_ast import (
     MAX_CP,
     Dialect,
     RegexUnsupported,
     branches,
+    distribute_branch,
     has_anchor,
     nullable,
     plain_group,
+    splice_groups,
     strip_anchors,
     translate,
 )
@@ -122,8 +148,15 @@ from gad.grammar.schema_meta import check_2020_12
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
 _MAX_CP = MAX_CP
-_MAX_ITEMS_CHAIN = 500  # bounded arrays longer than this are refused (one rule per position)
+_MAX_ITEMS_CHAIN = 1024  # bounded arrays longer than this are refused (one rule per position; 1,000-item
+# bounds are common in MaskBench, and 2,000 positions still build in seconds)
 _MAX_UNION_ALTS = 256
+_MAX_DEPENDENCIES = 4  # dependencies of one object (each doubles its union's branches)
+_MAX_PRODUCT_STATES = 2048  # states of an object union's key automaton (object_product)
+_MAX_PROPERTY_COUNT = 64
+_MAX_PRODUCT_REGEX_STATES = 400  # pattern / length / format intersections: automaton states, ...
+_MAX_PRODUCT_REGEX_CHARS = 20_000  # ... and characters of the regex written back
+_MAX_PRODUCT_STATES_BUILT = 20_000  # states built while intersecting (product, difference, minimising)  # min/maxProperties over this are refused (one rule per count and position)
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
 _CHUNK = 64  # units per chunk terminal of a long length-bounded string
 _MAX_CHUNK = 256  # chunks grow past _CHUNK to keep the chain at most _MAX_CHAIN rules ...
@@ -211,7 +244,10 @@ def pattern_regex(pattern: str) -> str:
 
 
 def _top(items: list) -> str:
-    alts = branches(items)
+    items = splice_groups(items)
+    # alternatives with anchors are searches of their own; without anchors, one search of the
+    # whole alternation (UNIT* (a|b) UNIT*) has a far smaller automaton than a union of searches
+    alts = (branches(items) or distribute_branch(items)) if has_anchor(items) else None
     if alts is not None:
         return "(?:" + "|".join(_top(b) for b in alts) + ")"
     inner = plain_group(items)
@@ -395,6 +431,145 @@ def _number_range(lo: float | None, lo_x: bool, hi: float | None, hi_x: bool) ->
     return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
 
 
+
+# ------------------------------------------------------------------- decimal bounds, multipleOf
+# Numbers under a non-integer bound or multipleOf are spelled without exponent (as other bounded
+# numbers are), and compared exactly as decimals (not in binary floating point).
+_N_SPELL = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+_NONNEG = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+_MAX_MULTIPLE = 1000  # multipleOf a * 10^-d with a over this is refused (a DFA with a states per digit)
+
+
+def _dec(v: float) -> Decimal:
+    """``v`` as the decimal it is written as (``repr`` of a float: 0.1 is 0.1, not its binary value)."""
+    return Decimal(repr(v)) if isinstance(v, float) else Decimal(int(v))
+
+
+def _split_dec(b: Decimal) -> tuple[int, str]:
+    """``b >= 0`` as its integer part and its fraction digits (no trailing zeros)."""
+    i = int(b)
+    frac = b - i
+    digits = "" if frac == 0 else format(frac, "f").split(".")[1].rstrip("0")
+    return i, digits
+
+
+def _rx_or(alts: Sequence[str | None]) -> str | None:
+    got = [a for a in alts if a is not None]
+    if not got:
+        return None
+    return got[0] if len(got) == 1 else "(?:" + "|".join(got) + ")"
+
+
+def _nonneg_ge(b: Decimal, strict: bool) -> str | None:
+    """Spellings ``I`` / ``I.F`` of values y >= b (y > b if ``strict``), for a decimal b >= 0."""
+    bi, fb = _split_dec(b)
+    alts = []
+    p = _nat_range(bi + 1, None)
+    if p:
+        alts.append(f"{_wrap(p)}(?:\\.[0-9]+)?")
+    if not fb:
+        alts.append(str(bi) + (r"\.[0-9]*[1-9][0-9]*" if strict else r"(?:\.[0-9]+)?"))
+    else:
+        fr = [fb[:i] + f"[{int(d) + 1}-9][0-9]*" for i, d in enumerate(fb) if d != "9"]
+        fr.append(fb + ("[0-9]*[1-9][0-9]*" if strict else "[0-9]*"))
+        alts.append(str(bi) + r"\." + (_rx_or(fr) or ""))
+    return _rx_or(alts)
+
+
+def _nonneg_le(b: Decimal, strict: bool) -> str | None:
+    """Spellings ``I`` / ``I.F`` of values y <= b (y < b if ``strict``), for a decimal b >= 0."""
+    bi, fb = _split_dec(b)
+    alts = []
+    if bi >= 1:
+        p = _nat_range(0, bi - 1)
+        if p:
+            alts.append(f"{_wrap(p)}(?:\\.[0-9]+)?")
+    if not fb:
+        if not strict:
+            alts.append(str(bi) + r"(?:\.0+)?")
+    else:
+        fr = [fb[:i] + f"[0-{int(d) - 1}][0-9]*" for i, d in enumerate(fb) if d != "0"]
+        fr += [fb[:i] + "0*" for i in range(len(fb))]
+        if not strict:
+            fr.append(fb + "0*")
+        alts.append(str(bi) + r"(?:\." + (_rx_or(fr) or "") + ")?")
+    return _rx_or(alts)
+
+
+def _ge_regex(lo: Decimal, strict: bool) -> str:
+    """Non-exponent spellings of values >= lo (> lo if ``strict``); may match nothing (``(?!)``)."""
+    alts = [_nonneg_ge(max(lo, Decimal(0)), strict if lo >= 0 else False)]
+    if lo <= 0:
+        n = _nonneg_le(-lo, strict)
+        if n:
+            alts.append(r"\-" + _wrap(n))
+    return _rx_or(alts) or "(?!)"
+
+
+def _le_regex(hi: Decimal, strict: bool) -> str:
+    """Non-exponent spellings of values <= hi (< hi if ``strict``)."""
+    alts = [_nonneg_le(hi, strict)] if hi >= 0 else []
+    n = _nonneg_ge(max(-hi, Decimal(0)), strict if hi <= 0 else False)
+    if n:
+        alts.append(r"\-" + _wrap(n))
+    return _rx_or(alts) or "(?!)"
+
+
+def _multiple_fsm(m: Decimal) -> interegular.FSM | None:
+    """An automaton for the non-exponent spellings whose value is a multiple of ``m`` > 0 (exact
+    decimal arithmetic): with m = a * 10^-d, the digits up to d places after the point, read as an
+    integer, are divisible by a (a DFA with a states per place) and every later digit is 0.  It
+    also accepts some spellings that are not JSON (leading zeros, ``1.``): callers intersect it
+    with a JSON number spelling.  None when a is over :data:`_MAX_MULTIPLE`."""
+    m = m.normalize()
+    exp = m.as_tuple().exponent
+    assert isinstance(exp, int)
+    d = max(0, -exp)
+    a = int(m.scaleb(d))
+    if a > _MAX_MULTIPLE:
+        return None
+    sym: dict[Any, int] = {str(g): g for g in range(10)}
+    sym["-"], sym["."], sym[_anything_else] = 10, 11, 12
+    alphabet = _Alphabet(sym)  # type: ignore[arg-type]
+    # states: 0 start, 1 after '-', then (k, r) for k = 0..d places after the point (k = 0: the
+    # integer part, before any point; k = -1 doubles as "just after the point" with no digit yet)
+    idx: dict[tuple[int, int, bool], int] = {}
+
+    def st(k: int, r: int, dot: bool) -> int:
+        key = (k, r, dot)
+        if key not in idx:
+            idx[key] = 2 + len(idx)
+        return idx[key]
+
+    trans: dict[int, dict[int, int]] = {0: {10: 1}, 1: {}}
+    finals: set[int] = set()
+    for g in range(10):
+        trans[0][g] = st(0, g % a, False)
+        trans[1][g] = st(0, g % a, False)
+    todo = list(idx)
+    seen = set(todo)
+    while todo:
+        k, r, dot = todo.pop()
+        s = st(k, r, dot)
+        row: dict[int, int] = {}
+        if not dot:  # integer part: more digits, or the point
+            for g in range(10):
+                row[g] = st(0, (10 * r + g) % a, False)
+            row[11] = st(0, r, True)
+        elif k < d:
+            for g in range(10):
+                row[g] = st(k + 1, (10 * r + g) % a, True)
+        else:
+            row[0] = s  # past d places: zeros only
+        if (r * 10 ** (d - k)) % a == 0:
+            finals.add(s)
+        trans[s] = row
+        for nk in list(idx):
+            if nk not in seen:
+                seen.add(nk)
+                todo.append(nk)
+    return _FSM(alphabet=alphabet, states=set(trans), initial=0, finals=finals, map=trans)
+
 # ----------------------------------------------------------------------------- schema reading
 def load_schema(schema: Any) -> Any:
     """``schema`` as a Python object: a dict / bool as is; a ``Path`` or a ``str`` naming an existing
@@ -455,11 +630,9 @@ def _is_annotation(kw: str) -> bool:
 
 
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
-    "propertyNames": {"object"}, "minProperties": {"object"},
-    "maxProperties": {"object"}, "dependencies": {"object"}, "dependentRequired": {"object"},
-    "dependentSchemas": {"object"}, "unevaluatedProperties": {"object"},
+    "propertyNames": {"object"}, "unevaluatedProperties": {"object"},
     "contains": {"array"}, "minContains": {"array"}, "maxContains": {"array"},
-    "unevaluatedItems": {"array"}, "multipleOf": {"integer", "number"},
+    "unevaluatedItems": {"array"},
     "not": None, "if": None, "then": None, "else": None, "$dynamicRef": None, "$recursiveRef": None,
     "extends": None, "disallow": None, "divisibleBy": {"integer", "number"},  # draft-03
 }
@@ -493,6 +666,7 @@ class _Chunked:
     lo: int
     hi: int | None
     k: int
+    unit: str = _LEN_UNIT  # one unit's regex (a class of raw characters under a pattern C* / C+)
 
 
 @dataclass
@@ -604,7 +778,15 @@ class SchemaGrammar:
             return
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
             v = int(v)
+        if isinstance(v, float) and math.isfinite(v):
+            out.append(_plain_number(v))  # no exponent: bounded numbers are spelled without one
+            return
         out.append(json.dumps(v, ensure_ascii=False))
+
+
+def _plain_number(x: float) -> str:
+    """A finite float in JSON without exponent (``1e-06`` -> ``0.000001``), the same value."""
+    return format(Decimal(repr(x)), "f")
 
 
 def _json_key(v: Any) -> Any:
@@ -659,7 +841,9 @@ class _Gen:
         self.memo: dict[Any, str | None] = {}
         self.obj_memo: dict[Any, str] = {}
         self.obj_meta: dict[str, dict] = {}  # object rule -> props / req / addl (unions: members)
-        self.branch_schema: dict[str, Any] = {}  # union branch pointer -> its flattened schema
+        self.obj_jobs: dict[str, tuple] = {}  # object rule -> its build job (built on demand by unions)
+        self.obj_built: dict[str, dict] = {}  # object rule -> its members' layout, once built
+        self.branch_schema: dict[Any, Any] = {}  # union branch (object rule, pointer) -> its flattened schema
         self.arr_memo: dict[Any, str] = {}
         self.info: dict[str, dict] = {}
         self.work: list[Any] = []
@@ -765,6 +949,41 @@ class _Gen:
                 branches = rest.pop(kw)
                 if flat is not _FALSE:
                     flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
+        for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
+            # {A: [B, ...]} / {A: S}: A absent, or A present with B ... required / S (an anyOf)
+            deps = rest.pop(kw, None)
+            if not isinstance(deps, dict) or flat is _FALSE or kw not in type(self.validator).VALIDATORS:
+                continue  # (a keyword of another draft than the schema's: an annotation, as validators say)
+            if len(deps) > _MAX_DEPENDENCIES:
+                self.unsupported(ptr, kw, f"{len(deps)} dependencies make a union of 2^{len(deps)} branches "
+                                          f"(gad's limit: {_MAX_DEPENDENCIES})")
+                continue
+            for a, dep in deps.items():
+                dptr = _ptr_join(ptr, kw, a)
+                present: Any = {"required": [a]}
+                if isinstance(dep, list):
+                    if kw == "dependentSchemas":
+                        raise InvalidSchemaError("dependentSchemas values must be schemas", pointer=dptr)
+                    present["required"] = [a] + [x for x in dep if x != a]
+                elif kw == "dependentRequired":
+                    raise InvalidSchemaError("dependentRequired values must be arrays of names", pointer=dptr)
+                elif dep is False:
+                    present = False
+                elif isinstance(dep, dict):  # the dependent schema itself (its pointers stay real)
+                    for _ in range(64):  # drafts 04-07 ignore $ref's siblings: add "required" to the target
+                        if not (self.old_ref and "$ref" in dep):
+                            break
+                        dep, dptr = self.resolve(dep["$ref"], dptr)
+                        dptr = dptr or ""
+                    if dep is False:
+                        present = False
+                    elif isinstance(dep, dict):
+                        present = dict(dep)
+                        present["required"] = [a] + [x for x in dep.get("required", []) if x != a]
+                branches_ = [({"properties": {a: False}}, _ptr_join(ptr, kw))]
+                if present is not False:
+                    branches_.append((present, dptr))
+                flat["_unions"].append((kw, branches_, ptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
@@ -936,7 +1155,7 @@ class _Gen:
             p = self.parts(None, bptr, sub)
             if not p.empty():
                 alts.append((p, bptr))
-                self.branch_schema[bptr] = sub
+                self.branch_schema[(p.obj, bptr)] = sub  # (two branches may share a pointer)
         return self.combine(alts, kw, uptr, base)
 
     def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
@@ -1062,20 +1281,39 @@ class _Gen:
         requires that the other forbids (closed object without it, or its schema ``false``).
         """
         members: list[tuple[str, dict, Any]] = []
+        nested = False
         for r, _any, _key, bptr in objs:
             meta = self.obj_meta.get(r)
             if meta is None:
                 return None, f"branch {bptr} is not a plain object schema"
             if "union" in meta:
+                if meta.get("exactly_one"):
+                    return None, f"branch {bptr} is a oneOf over overlapping objects"
                 members.extend(meta["union"])
+                nested = True
             else:
-                sub = self.branch_schema.get(bptr)
+                sub = self.branch_schema.get((r, bptr))
                 members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
+        why = self.simple_union_why(members, one_of)
+        if why:
+            rule, why2 = self.object_product(members, one_of, nested)
+            if rule is None:
+                return None, f"{why}; {why2}"
+            return rule, ""
+        name = self.fresh("ou")
+        self.rules[name] = [r for r, _m, _v in members]
+        self.obj_meta[name] = {"union": members}
+        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
+        return name, ""
+
+    def simple_union_why(self, members: list[tuple[str, dict, Any]], one_of: bool) -> str:
+        """Why ``o_1 | o_2 | ...`` would not be exact and LALR(1) ("" when it is; see
+        :meth:`object_union`)."""
         firsts: list[list[str]] = []
         for _r, meta, _v in members:
             fk = _first_keys(meta)
             if fk is None:
-                return None, f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
+                return f"branch {meta['ptr']} requires no property (it may be {{}} or start with any key)"
             firsts.append(fk)
         for i in range(len(members)):
             for j in range(i + 1, len(members)):
@@ -1084,23 +1322,189 @@ class _Gen:
                 if shared:
                     k = next(iter(shared))
                     if not (firsts[i] == firsts[j] == [k]):
-                        return None, f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
+                        return f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
                     if not self.values_disjoint(a, b, k):
-                        return None, (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
+                        return (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
                                       "its values overlap")
                 elif one_of and not (_excludes(a, b) or _excludes(b, a)):
-                    return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
-        name = self.fresh("ou")
-        self.rules[name] = [r for r, _m, _v in members]
-        self.obj_meta[name] = {"union": members}
-        self.info[name] = {"obj": {"union": [(r, v) for r, _m, v in members]}}
-        return name, ""
+                    return f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        return ""
+
+    def object_product(self, members: list[tuple[str, dict, Any]], one_of: bool,
+                       nested: bool = False) -> tuple[str | None, str]:
+        """The union of object rules whose branches may share leading keys, as one deterministic
+        automaton over key sequences (a subset construction): a state is the set of branches still
+        possible after the keys so far, each at its own position (and member count); a key leads
+        every branch that can write it next to its next position, and the state's rule writes the
+        key once.  The value after a key is one rule when the branches taking the key give it
+        the same schema; when they give different schemas these must be disjoint (checked on their
+        first terminals, as for a discriminator) and each value leads to the branches that gave it.
+        A state left with one branch goes on in that branch's own rules.
+
+        A state knows which branches accept the text so far, so the closing brace is allowed when
+        one of them may end there (``anyOf``), or exactly one (``oneOf`` over closed branches that
+        list their common keys in the same order, so that a text is in every branch its value is
+        valid for: overlapping branches are then fine).  Any other ``oneOf`` (or one whose branches
+        include another union's members, ``nested``) needs pairwise disjoint branches: one requires
+        a key the other forbids, or both require a key with disjoint value schemas.
+
+        Exact, LALR(1) and lexically unambiguous by construction; ``(None, why)`` when a state would
+        need two overlapping value schemas for one key, a branch has ``patternProperties``, or the
+        automaton exceeds :data:`_MAX_PRODUCT_STATES` states.
+        """
+        live_members: list[tuple[str, dict, Any]] = []
+        for r, meta, v in members:
+            if r not in self.obj_built:
+                job = self.obj_jobs.get(r)
+                if job is None:
+                    return None, f"branch {meta['ptr']} is not a plain object schema"
+                self.build_object(*job[1:])
+            lay = self.obj_built[r]
+            if not lay:
+                if self.rules.get(r) == [r]:
+                    continue  # admits no object
+                return None, f"branch {meta['ptr']} is recursive through the union"
+            if not lay["plain"]:
+                return None, f"branch {meta['ptr']} has patternProperties"
+            live_members.append((r, meta, v))
+        # Counting the branches a text is in counts the branches its value is valid for only when
+        # no branch takes keys in any order (additional keys) and any two branches list their
+        # common keys in the same order: the text of a value in one branch's order is then in
+        # every branch the value is valid for.
+        exactly_one = one_of and not nested and all(not self.obj_built[r]["free"] for r, _m, _v in live_members)
+        if exactly_one:
+            pos = [{k: i for i, (k, _r, _q) in enumerate(self.obj_built[r]["live"])} for r, _m, _v in live_members]
+            for i in range(len(pos)):
+                for j in range(i + 1, len(pos)):
+                    common = [k for k in pos[i] if k in pos[j]]
+                    if sorted(common, key=pos[i].__getitem__) != sorted(common, key=pos[j].__getitem__):
+                        exactly_one = False
+        if one_of and not exactly_one:
+            for i in range(len(live_members)):
+                for j in range(i + 1, len(live_members)):
+                    a, b = live_members[i][1], live_members[j][1]
+                    if not (_excludes(a, b) or _excludes(b, a)
+                            or any(k in b["req"] and self.values_disjoint(a, b, k) for k in a["req"])):
+                        return None, f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
+        if not live_members:  # no branch admits an object: an unproductive rule (pruned)
+            empty = self.fresh("ou")
+            self.rules[empty] = [empty]
+            return empty, ""
+        if len(live_members) == 1:
+            return live_members[0][0], ""
+        lays = [self.obj_built[r] for r, _m, _v in live_members]
+        comma = self.punct(",", True, True)
+        colon = self.punct(":", True, True)
+
+        def nxt(lay: dict, c: int) -> int | None:
+            if c + 1 <= lay["cap"]:
+                return c + 1
+            return lay["cap"] if lay["hi"] is None else None
+
+        def moves(m: int, i: int, c: int) -> list[tuple[str, str, Any, tuple[Any, str], tuple[int, int, int]]]:
+            lay = lays[m]
+            c1 = nxt(lay, c)
+            if c1 is None:
+                return []
+            out = []
+            live, stop = lay["live"], lay["stop"]
+            j = i
+            while j < stop:
+                k, r, q = live[j]
+                out.append((self.key_lit(k), r, lay["same"][k], lay["src"][k], (m, j + 1, c1)))
+                if q:
+                    return out
+                j += 1
+            if lay["free"]:
+                for k, r, _q in live:
+                    out.append((self.key_lit(k), r, lay["same"][k], lay["src"][k], (m, stop, c1)))
+                if lay["okey"] is not None:  # "": the state's additional-key terminal (below)
+                    out.append(("", lay["add"], lay["add_same"], lay["add_src"], (m, stop, c1)))
+            return out
+
+        def can_end(m: int, i: int, c: int) -> bool:
+            lay = lays[m]
+            return c >= lay["lo"] and not any(q for _k, _r, q in lay["live"][i:lay["stop"]])
+
+        names: dict[tuple, str] = {}
+        todo: list[tuple] = []
+        lit_name = {self.key_lit(k): k for lay in lays for k, _r, _q in lay["live"]}
+
+        def state_rule(st: tuple) -> str:
+            if len(st) == 1:
+                m, i, c = st[0]
+                return f"{live_members[m][0]}_{i}_{c}"
+            name = names.get(st)
+            if name is None:
+                name = names[st] = self.fresh("op")
+                todo.append(st)
+            return name
+
+        start = tuple((m, 0, 0) for m in range(len(live_members)))
+        top = self.fresh("ou")
+        root = state_rule(start)
+        while todo:
+            if len(names) > _MAX_PRODUCT_STATES:
+                return None, f"the union's key automaton has over {_MAX_PRODUCT_STATES} states"
+            st = todo.pop()
+            c0 = st[0][2]
+            ends = sum(can_end(*x) for x in st)
+            alts = [""] if c0 and (ends == 1 if exactly_one else ends >= 1) else []
+            by_tok: dict[str, list[tuple[str, Any, tuple[Any, str], tuple[int, int, int]]]] = {}
+            adds: list[tuple[int, tuple]] = []  # members taking additional keys here, and that move
+            for x in st:
+                for tok, r, sk, srcv, nx in moves(*x):
+                    if tok == "":
+                        adds.append((x[0], (r, sk, srcv, nx)))
+                    else:
+                        by_tok.setdefault(tok, []).append((r, sk, srcv, nx))
+            if adds:
+                # A name offered here as a literal is lexed as that literal (Lark's keyword rule), so
+                # every member taking additional keys here takes it too (unless it lists or bans it);
+                # the state's additional-key terminal excludes the names some member here bans, and
+                # a banned name another member takes as additional is offered as its literal.
+                banned = sorted({k for m, _mv in adds for k in lays[m]["banned"]})
+                offered = {lit_name[t] for t in by_tok if t in lit_name}
+                for k in sorted(offered | set(banned)):
+                    takers = [mv for m, mv in adds if k not in lays[m]["banned"]
+                              and all(k != kk for kk, _r, _q in lays[m]["live"])]
+                    if takers:
+                        by_tok.setdefault(self.key_lit(k), []).extend(takers)
+                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                by_tok.setdefault(okey, []).extend(mv for _m, mv in adds)
+            for tok, mv in by_tok.items():
+                groups: list[tuple[str, Any, tuple[Any, str], list[tuple[int, int, int]]]] = []
+                for r, sk, srcv, nx in mv:
+                    g = next((g for g in groups if g[0] == r or (sk is not None and g[1] == sk)), None)
+                    if g is None:
+                        groups.append((r, sk, srcv, [nx]))
+                    elif nx not in g[3]:
+                        g[3].append(nx)
+                for gi in range(len(groups)):
+                    for gj in range(gi + 1, len(groups)):
+                        if not self.parts_disjoint(self.parts(*groups[gi][2]), self.parts(*groups[gj][2])):
+                            return None, (f"two branches give a key ({groups[gi][2][1]} and {groups[gj][2][1]}) "
+                                          "overlapping value schemas after the same keys")
+                sep = f"{comma} " if c0 else ""
+                for r, _sk, _src, nxs in groups:
+                    alts.append(f"{sep}{tok} {colon} {r} {state_rule(tuple(sorted(nxs)))}")
+            self.rules[names[st]] = alts
+        alts = [f"{self.punct('{', False, True)} {root} {self.punct('}', True, False)}"]
+        n_empty = sum(can_end(m, 0, 0) for m in range(len(live_members)))
+        if n_empty == 1 if exactly_one else n_empty >= 1:
+            alts.insert(0, self.term("\\{" + self.ws + "\\}", "P"))
+        self.rules[top] = alts
+        self.obj_meta[top] = {"union": live_members, "exactly_one": exactly_one}
+        self.info[top] = {"obj": {"union": [(r, v) for r, _m, v in live_members]}}
+        return top, ""
 
     def values_disjoint(self, a: dict, b: dict, k: str) -> bool:
         """No value is valid under both branches' schemas of property ``k``, and their first
         terminals are pairwise disjoint (checked on the automata)."""
-        pa = self.parts(*_prop_schema(a, k))
-        pb = self.parts(*_prop_schema(b, k))
+        return self.parts_disjoint(self.parts(*_prop_schema(a, k)), self.parts(*_prop_schema(b, k)))
+
+    def parts_disjoint(self, pa: _Parts, pb: _Parts) -> bool:
+        """No value is in both, and the first terminals are pairwise disjoint (on the automata)."""
         if (pa.obj and pb.obj) or (pa.arr and pb.arr) or (pa.lits & pb.lits):
             return False
         if pa.string is not None and pb.string is not None:
@@ -1152,6 +1556,8 @@ class _Gen:
                 if isinstance(x, float) and not math.isfinite(x):
                     continue
                 sp = {json.dumps(x)}
+                if isinstance(x, float):
+                    sp.add(_plain_number(x))
                 if float(x).is_integer() and abs(x) < 1e16:
                     sp |= {str(int(x)), f"{int(x)}.0"}
                     if x == 0:
@@ -1259,8 +1665,27 @@ class _Gen:
         n_constraints = sum([has_len, fmt is not None, pat is not None])
         if n_constraints > 1:
             kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
+            parts: list[str] = []
+            try:
+                if pat is not None:
+                    parts.append(pattern_regex(pat))
+            except RegexUnsupported as e:
+                self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
+                return "*"
+            if fmt is not None:
+                parts.append(FORMATS[fmt])
+            if has_len:
+                parts.append(f"(?:{_LEN_UNIT}){{{lo},}}" if hi is None else f"(?:{_LEN_UNIT}){{{lo},{hi}}}")
+            if pat is not None and fmt is None:
+                star = _class_star(parts[0])
+                if star is not None:  # pattern C* or C+ over raw characters: C{lo,hi}
+                    cls, at_least = star
+                    return self.length_string(cls, max(lo, at_least), hi, pp, ptr)
+            ok, rx = _intersect_content(parts)
+            if ok:
+                return rx
             self.unsupported(pp.get(kw, ptr), kw, "a string under two of pattern / length / format needs an "
-                                                  "automaton intersection")
+                                                  "automaton intersection too large to write as one terminal")
             if has_len and (pat is not None or fmt is not None):
                 has_len = False
             if fmt is not None and pat is not None:
@@ -1274,18 +1699,25 @@ class _Gen:
         if fmt is not None:
             return FORMATS[fmt]
         if has_len:
-            if max(lo, hi or 0) > _MAX_LENGTH:
-                k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
-                if k > _MAX_CHUNK:
-                    kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
-                    self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
-                                                          "needs more chunk terminals than gad's budget")
-                    return "*"
-                return _Chunked(lo, hi, k)
-            if hi is None:
-                return f"(?:{_LEN_UNIT}){{{lo},}}"
-            return f"(?:{_LEN_UNIT}){{{lo},{hi}}}"
+            return self.length_string(_LEN_UNIT, lo, hi, pp, ptr)
         return "*"
+
+    def length_string(self, unit: str, lo: int, hi: int | None, pp: dict, ptr: str) -> str | _Chunked | None:
+        """Content of ``lo``..``hi`` units, each matching ``unit`` (a chain of chunk terminals over
+        :data:`_MAX_LENGTH`)."""
+        if hi is not None and lo > hi:
+            return None
+        if max(lo, hi or 0) > _MAX_LENGTH:
+            k = max(_CHUNK, -(-max(lo, hi or 0) // _MAX_CHAIN))
+            if k > _MAX_CHUNK:
+                kw = "maxLength" if (hi or 0) > _MAX_LENGTH else "minLength"
+                self.unsupported(pp.get(kw, ptr), kw, f"a length bound over {_MAX_CHUNK * _MAX_CHAIN} "
+                                                      "needs more chunk terminals than gad's budget")
+                return "*"
+            return _Chunked(lo, hi, k, unit)
+        if hi is None:
+            return f"(?:{unit}){{{lo},}}"
+        return f"(?:{unit}){{{lo},{hi}}}"
 
     def chunked_string(self, c: _Chunked) -> str:
         """Rule for a JSON string of ``c.lo``..``c.hi`` canonical units, as a chain
@@ -1296,10 +1728,12 @@ class _Gen:
         ``k - 1`` units, ``C`` needs ``k`` units without one), so the split is unique and the
         lexer never has to choose."""
         name = f"ls_{c.lo}_{'inf' if c.hi is None else c.hi}_{c.k}"
+        if c.unit != _LEN_UNIT:
+            name += "_" + hashlib.sha1(c.unit.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         if name in self.rules:
             return name
         k, lo, hi = c.k, c.lo, c.hi
-        unit = f"(?:{_LEN_UNIT})"
+        unit = f"(?:{c.unit})"
         # chunks needed before the tail can take over (unbounded above: the last rule loops)
         last = (hi // k) if hi is not None else max(1, -(-lo // k))
 
@@ -1338,18 +1772,48 @@ class _Gen:
         for v, kw in ((lo, "minimum"), (hi, "maximum")):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise InvalidSchemaError(f"{kw} must be a finite number, got {v!r}", pointer=pp.get(kw, ptr))
+        mult = flat.get("multipleOf")
+        if mult is not None and (isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0
+                                 or not math.isfinite(mult)):
+            raise InvalidSchemaError(f"multipleOf must be a number > 0, got {mult!r}", pointer=pp.get("multipleOf", ptr))
         if integer:
             ilo = None if lo is None else (math.floor(lo) + 1 if lo_x else math.ceil(lo))
             ihi = None if hi is None else (math.ceil(hi) - 1 if hi_x else math.floor(hi))
-            return _int_range(ilo, ihi)
-        if lo is None and hi is None:
-            return JSON_NUMBER
-        for v, kw in ((lo, "minimum"), (hi, "maximum")):
-            if v is not None and not float(v).is_integer():
-                self.unsupported(pp.get(kw, ptr) if kw in pp else pp.get("exclusive" + kw[:1].upper() + kw[1:], ptr),
-                                 kw, f"a non-integer bound {v!r} on a number")
+            base = _int_range(ilo, ihi)
+            if mult is None or base is None or (isinstance(mult, int) and mult == 1) or \
+                    (isinstance(mult, float) and mult.is_integer() and mult == 1):
+                return base
+            return self.number_product([base], mult, pp, ptr, "multipleOf")
+        if mult is None:
+            if lo is None and hi is None:
                 return JSON_NUMBER
-        return _number_range(lo, lo_x, hi, hi_x)
+            if all(v is None or float(v).is_integer() for v in (lo, hi)):
+                return _number_range(lo, lo_x, hi, hi_x)
+        parts: list[Any] = [_N_SPELL]
+        if lo is not None:
+            parts.append(_ge_regex(_dec(lo), lo_x))
+        if hi is not None:
+            parts.append(_le_regex(_dec(hi), hi_x))
+        kw = "multipleOf" if mult is not None else "minimum" if lo is not None and not float(lo).is_integer() \
+            else "maximum"
+        return self.number_product(parts, mult, pp, ptr, kw)
+
+    def number_product(self, parts: list[Any], mult: float | None, pp: dict, ptr: str, kw: str) -> str | None:
+        """The intersection of number regexes (and of the multiples of ``mult``), as one regex."""
+        if mult is not None:
+            f = _multiple_fsm(_dec(mult))
+            if f is None:
+                self.unsupported(pp.get("multipleOf", ptr), "multipleOf", f"multipleOf {mult!r} = a * 10^-d with a "
+                                 f"over {_MAX_MULTIPLE} (one automaton state per residue)")
+                return parts[0] if len(parts) == 1 else JSON_NUMBER
+            parts = parts + [f]
+        ok, rx = _intersect_content(parts)
+        if not ok:
+            key = kw if kw in pp else "exclusive" + kw[:1].upper() + kw[1:] if kw in ("minimum", "maximum") else kw
+            self.unsupported(pp.get(key, ptr), kw, "the number constraints' automaton intersection is too large to "
+                                                   "write as one terminal")
+            return JSON_NUMBER
+        return rx
 
     # --------------------------------------------------------------------- objects / arrays
     def object_part(self, flat: dict, ptr: str, p: _Parts) -> None:
@@ -1363,10 +1827,13 @@ class _Gen:
         pats = self.key_patterns(flat, ptr)
         if pats is None:  # lenient: patternProperties dropped; its keys may then be anything
             pats, addl = [], True
-        if not props and not req and addl is True and not pats:
+        lo_p, hi_p = self.property_counts(flat, ptr, props, req, addl, pats)
+        if lo_p == -1:  # minProperties > maxProperties: no object is valid
+            return
+        if not props and not req and addl is True and not pats and lo_p == 0 and hi_p is None:
             p.obj, p.obj_any, p.obj_key = self.any_object(), True, "any"
             return
-        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats]],
+        key = json.dumps([props, req, addl, pp.get("properties", ptr), [(q[0], q[1], q[3]) for q in pats], lo_p, hi_p],
                          sort_keys=True, default=str)
         if key in self.obj_memo:
             p.obj, p.obj_key = self.obj_memo[key], key
@@ -1374,10 +1841,52 @@ class _Gen:
         name = self.fresh("o")
         self.obj_memo[key] = name
         self.obj_meta[name] = {"props": props, "req": req, "addl": addl, "pptr": pp.get("properties", ptr), "ptr": ptr,
-                               "pats": pats}
+                               "pats": pats, "minp": lo_p, "maxp": hi_p}
         p.obj, p.obj_key = name, key
         self.info[name] = {"obj": None}
-        self.work.append(("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats))
+        job = ("obj", name, props, req, addl, pp.get("properties", ptr), ptr, pats, lo_p, hi_p)
+        self.obj_jobs[name] = job
+        self.work.append(job)
+
+    def property_counts(self, flat: dict, ptr: str, props: dict, req: list, addl: Any,
+                        pats: list) -> tuple[int, int | None]:
+        """``(minProperties, maxProperties)`` as the object rule counts them, bounds that the other
+        keywords already imply removed (``(0, None)``: no count); ``(-1, None)``: no object is valid.
+
+        The grammar counts members.  Listed properties appear at most once each (the schema's
+        order); with additional or pattern properties a key may repeat, so a count of members is a
+        count of properties only when no key repeats: ``minProperties`` over 1 is then refused
+        (two members could be one property), while ``maxProperties`` only narrows the spelling
+        (a text repeating a key is refused; the value's own spelling, with each key once, is not).
+        """
+        pp = flat["_ptr"]
+        lo_p, hi_p = flat.get("minProperties", 0), flat.get("maxProperties")
+        for v, kw in ((lo_p, "minProperties"), (hi_p, "maxProperties")):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                if isinstance(v, float) and v.is_integer() and v >= 0:
+                    continue
+                raise InvalidSchemaError(f"{kw} must be a non-negative integer, got {v!r}", pointer=pp.get(kw, ptr))
+        lo_p = int(lo_p)
+        hi_p = None if hi_p is None else int(hi_p)
+        names = set(props) | set(req)
+        free = addl is not False or bool(pats)
+        if lo_p <= len(set(req)):
+            lo_p = 0
+        if hi_p is not None and not free and hi_p >= len(names):
+            hi_p = None
+        if hi_p is not None and lo_p > hi_p:
+            return -1, None
+        if lo_p > 1 and free:
+            self.unsupported(pp.get("minProperties", ptr), "minProperties",
+                             f"minProperties {lo_p} with additional or pattern properties: the grammar counts "
+                             "members, and a repeated key would count twice")
+            lo_p = 0
+        if max(lo_p, hi_p or 0) > _MAX_PROPERTY_COUNT:
+            kw = "minProperties" if lo_p > _MAX_PROPERTY_COUNT else "maxProperties"
+            self.unsupported(pp.get(kw, ptr), kw, f"a property count over {_MAX_PROPERTY_COUNT} needs one grammar "
+                                                  "rule per count and position")
+            return 0, None
+        return lo_p, hi_p
 
     def key_patterns(self, flat: dict, ptr: str) -> list[tuple[str, Any, str, str]] | None:
         """``patternProperties`` as ``[(pattern, schema, key regex, pointer)]``: the key regex is the
@@ -1406,24 +1915,39 @@ class _Gen:
         return out
 
     def build_object(self, name: str, props: dict, req: list, addl: Any, pptr: str, ptr: str,
-                     pats: list[tuple[str, Any, str, str]]) -> None:
+                     pats: list[tuple[str, Any, str, str]], lo_p: int = 0, hi_p: int | None = None) -> None:
+        """Rules for an object: ``{name}_{i}_{c}`` derives the rest of the members after the first
+        ``i`` listed properties were passed and ``c`` members written (``c`` capped at ``C``, see
+        :meth:`property_counts`); at ``i = stop`` the members come in any order (``{name}_f{c}``)."""
+        if name in self.obj_built:
+            return
+        self.obj_built[name] = {}
         fsms = [(regex_fsm(rx), sch, pp_ptr) for _pat, sch, rx, pp_ptr in pats]
 
-        def key_rule(k: str, own: Any, own_ptr: str) -> str | None:
-            """The value rule of key ``k``: its own schema and every pattern it matches."""
+        def key_rule(k: str, own: Any, own_ptr: str) -> tuple[str | None, Any]:
+            """The value rule of key ``k`` (its own schema and every pattern it matches), and a key
+            equal for two keys whose value rules have the same language (None: unknown)."""
             spelled = json.dumps(k, ensure_ascii=False)
             hits = [(sch, pp_ptr) for f, sch, pp_ptr in fsms if f.accepts(spelled)]
             if not hits:
-                return self.value_rule(own, own_ptr) if own is not False else None
+                r = self.value_rule(own, own_ptr) if own is not False else None
+                return r, ("schema", json.dumps(own, sort_keys=True, default=str))
             node = {"allOf": ([] if own is True else [own]) + [sch for sch, _p in hits]}
-            return self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+            r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+            return r, None
 
         entries: list[tuple[str, str | None, bool]] = []
+        same: dict[str, Any] = {}
+        src: dict[str, tuple[Any, str]] = {}
         for k, s in props.items():
-            entries.append((k, key_rule(k, s, _ptr_join(pptr, "properties", k)), k in req))
+            r, sk = key_rule(k, s, _ptr_join(pptr, "properties", k))
+            entries.append((k, r, k in req))
+            same[k], src[k] = sk, (s, _ptr_join(pptr, "properties", k))
         for k in req:
             if k not in props:
-                entries.append((k, key_rule(k, addl, _ptr_join(ptr, "additionalProperties")), True))
+                r, sk = key_rule(k, addl, _ptr_join(ptr, "additionalProperties"))
+                entries.append((k, r, True))
+                same[k], src[k] = sk, (addl, _ptr_join(ptr, "additionalProperties"))
         add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
         if any(r is None and q for _k, r, q in entries):
             self.rules[name] = [name]  # a required property admits no value: no object is valid
@@ -1449,6 +1973,7 @@ class _Gen:
         # listed key is then in each key context, so Lark's keyword rule lexes a listed name as its
         # own terminal and the additional-key terminal never stands for a listed property.
         last_req = max((i for i, (_k, _r, q) in enumerate(live) if q), default=-1)
+        okey = None
         if add_rule is not None:
             if pats:
                 okey = self.term(f'"{UNIT}*"', "K", priority=-1)
@@ -1457,46 +1982,61 @@ class _Gen:
             free_items.append(f"{okey} {{colon}} {add_rule}")
         free_items = [x.replace("{colon}", colon) for x in free_items]
         stop = n if not free_items else last_req + 1
-        free: dict[int, str] = {}
+        # member counts: c in 0..cap; with no maxProperties the last one means "cap or more"
+        cap = hi_p if hi_p is not None else max(lo_p, 1)
+
+        def nxt(c: int) -> int | None:
+            if c + 1 <= cap:
+                return c + 1
+            return cap if hi_p is None else None
+
+        item = f"{name}_it"
         if free_items:
-            item = f"{name}_it"
             self.rules[item] = [f"{self.key_lit(k)} {colon} {r}" for k, r, _q in live] + free_items
-            free = {0: f"{name}_a0", 1: f"{name}_a1"}
-            self.rules[free[0]] = ["", f"{item} {free[1]}"]
-            self.rules[free[1]] = ["", f"{comma} {item} {free[1]}"]
+            for c in range(cap + 1):
+                c1 = nxt(c)
+                alts = [""] if c >= lo_p else []
+                if c1 is not None:
+                    alts.append(f"{comma + ' ' if c else ''}{item} {name}_f{c1}")
+                self.rules[f"{name}_f{c}"] = alts
         for i in range(stop, -1, -1):
-            for f in (0, 1):
-                m = f"{name}_{i}_{f}"
+            for c in range(cap + 1):
+                m = f"{name}_{i}_{c}"
                 if i == stop:
-                    self.rules[m] = [free[f]] if free else [""]
+                    self.rules[m] = [f"{name}_f{c}"] if free_items else ([""] if c >= lo_p else [])
                     continue
                 k, r, q = live[i]
-                sep = f"{comma} " if f else ""
-                alts = [f"{sep}{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
+                sep = f"{comma} " if c else ""
+                c1 = nxt(c)
+                alts = [] if c1 is None else [f"{sep}{self.key_lit(k)} {colon} {r} {name}_{i + 1}_{c1}"]
                 if not q:
-                    alts.append(f"{name}_{i + 1}_{f}")
+                    alts.append(f"{name}_{i + 1}_{c}")
                 self.rules[m] = alts
         lb, rb = self.punct("{", False, True), self.punct("}", True, False)
         if last_req >= 0:
             alts = [f"{lb} {name}_0_0 {rb}"]
         else:  # no member is required: "{}" is its own terminal, the braces enclose >= 1 member
             # (else "{" + n blanks, then n blanks + "}" would make a run of 2n)
-            alts = [self.term("\\{" + self.ws + "\\}", "P")]
-            if free:
-                alts.append(f"{lb} {name}_it {free[1]} {rb}")
-            else:
-                for i in range(n - 1, -1, -1):
-                    k, r, _q = live[i]
-                    ne = [f"{self.key_lit(k)} {colon} {r} {name}_{i + 1}_1"]
-                    if i + 1 < n:
+            alts = [self.term("\\{" + self.ws + "\\}", "P")] if lo_p == 0 else []
+            c1 = nxt(0)
+            if c1 is not None:
+                for i in range(stop, -1, -1):
+                    ne = [] if i == stop else [f"{self.key_lit(live[i][0])} {colon} {live[i][1]} {name}_{i + 1}_{c1}"]
+                    if i == stop and free_items:
+                        ne.append(f"{item} {name}_f{c1}")
+                    if i < stop:
                         ne.append(f"{name}_ne{i + 1}")
                     self.rules[f"{name}_ne{i}"] = ne
-                if n:
-                    alts.append(f"{lb} {name}_ne0 {rb}")
+                alts.append(f"{lb} {name}_ne0 {rb}")
         self.rules[name] = alts
         self.info[name] = {"obj": {"order": [k for k, _r, _q in live], "child": {k: r for k, r, _q in entries},
                                    "add": add_rule,
                                    "pats": [(f, r) for (f, _s, _p), (_t, r) in zip(fsms, pat_items, strict=True)]}}
+        self.obj_built[name] = {"live": live, "stop": stop, "free": bool(free_items), "cap": cap, "lo": lo_p,
+                                "hi": hi_p, "okey": okey, "add": add_rule, "same": same, "src": src,
+                                "add_same": ("schema", json.dumps(addl, sort_keys=True, default=str)),
+                                "add_src": (addl, _ptr_join(ptr, "additionalProperties")),
+                                "plain": not pats, "banned": banned}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -1688,6 +2228,99 @@ class _Gen:
         return "\n".join(lines) + "\n"
 
 
+
+
+def _class_star(content: str) -> tuple[str, int] | None:
+    """``(class, n)`` when the content regex's language is ``C*`` (n = 0) or ``C+`` (n = 1) for a
+    class C of raw characters (no quote, backslash or control: one character is one unit);
+    None otherwise (or when its automaton is not small)."""
+    try:
+        f = regex_fsm(content, 200).reduce()
+    except Exception:  # noqa: BLE001 - too large, or not parseable: not of this form
+        return None
+    live = [s for s in f.states if f.map.get(s)]
+    if len(f.states) > 3:
+        return None
+    alpha = f.alphabet
+
+    def chars(s: Any, t: Any) -> list[tuple[int, int]] | None:
+        out: list[tuple[int, int]] = []
+        for tr, nx in f.map.get(s, {}).items():
+            if nx != t:
+                if f.islive(nx):
+                    return None
+                continue
+            for sym in alpha.by_transition[tr]:
+                if sym is _anything_else:
+                    return None
+                out.append((ord(sym), ord(sym)))
+        return _norm(out)
+
+    if len(live) == 1 and f.initial in f.finals:  # C*
+        s = f.initial
+        cs = chars(s, s)
+        n = 0
+    else:  # C+: initial -C-> q, q -C-> q, q final
+        nexts = {nx for nx in f.map.get(f.initial, {}).values() if f.islive(nx)}
+        if f.initial in f.finals or len(nexts) != 1:
+            return None
+        q = next(iter(nexts))
+        if q not in f.finals:
+            return None
+        cs, c2 = chars(f.initial, q), chars(q, q)
+        if cs != c2:
+            return None
+        n = 1
+    if not cs or _intersect(cs, _SPECIAL_RANGES):
+        return None
+    return "[" + _ranges_text(cs) + "]", n
+
+def _meet(f: Any, g: Any) -> Any:
+    """A thunk for ``f & g`` (for :func:`budgeted`)."""
+    return lambda: f & g
+
+
+def _inside(f: Any, g: Any) -> bool:
+    """``f``'s language lies inside ``g``'s (under the product budget)."""
+    return bool(budgeted(lambda: (f - g).empty(), _MAX_PRODUCT_STATES_BUILT))
+
+
+def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
+    """``(True, rx)``: a content regex for the strings every one of ``regexes`` matches (None: no
+    string does); ``(False, None)`` when the intersection's automaton or its regex exceeds gad's
+    budgets.  A regex whose language lies inside all the others is returned as is; otherwise the
+    product automaton is written back as a regex (:func:`gad.grammar.automata.fsm_regex`), and
+    that regex is re-parsed and checked equivalent to the product, so the result is exact."""
+    try:
+        fsms = [r if isinstance(r, _FSM) else regex_fsm(r) for r in regexes]
+        order = sorted(fsms, key=lambda f: len(f.states))
+        both: Any = order[0]
+        for f in order[1:]:
+            if len(both.states) * len(f.states) > 2 * _MAX_PRODUCT_STATES_BUILT:
+                return False, None  # (a cheap bound on the product's size: building it would take long)
+            both = minimize(budgeted(_meet(both, f), _MAX_PRODUCT_STATES_BUILT))
+            if both is None:
+                return False, None
+        if both.empty():
+            return True, None
+        for r, f in zip(regexes, fsms, strict=True):
+            if isinstance(r, str) and _inside(f, both):
+                return True, r  # f's language is inside every other one
+        if len(both.states) > _MAX_PRODUCT_REGEX_STATES:
+            return False, None
+        rx = fsm_regex(both, _MAX_PRODUCT_REGEX_CHARS)
+        if rx is None:
+            return False, None
+        rx = f"(?:{rx})"
+        if not budgeted(lambda: regex_fsm(rx).equivalent(both), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
+            return False, None  # (a bug in fsm_regex)
+        return True, rx
+    except (AutomatonTooLarge, RecursionError):
+        return False, None
+    except Exception:  # noqa: BLE001 - interegular refusing a construct: not writable here
+        return False, None
+
+
 def _first_keys(meta: dict) -> list[str] | None:
     """The keys an object rule can write first: its properties up to the first required one (the
     grammar's order); None when it requires none."""
@@ -1724,7 +2357,7 @@ def _cx(content: str) -> str:
 def _unflatten(flat: dict) -> Any:
     out = {k: v for k, v in flat.items() if not k.startswith("_")}
     if flat["_unions"]:
-        out["allOf"] = [{kw: [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
+        out["allOf"] = [{"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
     return out
 
 

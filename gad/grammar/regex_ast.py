@@ -191,6 +191,30 @@ def plain_group(items: list) -> list | None:
     return None
 
 
+def distribute_branch(items: list) -> list[list] | None:
+    """``p (a|b)`` as ``[p a, p b]`` (and ``(a|b) s`` as ``[a s, b s]``) when the alternation is the
+    last (first) item and holds an anchor: Python's parser factors a common ``^`` out of
+    ``^a$|^b$``, leaving the ``$`` inside the alternatives; None otherwise."""
+    if len(items) > 1 and items[-1][0] is _sc.BRANCH and has_anchor([items[-1]]):
+        return [items[:-1] + list(b) for b in items[-1][1][1]]
+    if len(items) > 1 and items[0][0] is _sc.BRANCH and has_anchor([items[0]]):
+        return [list(b) + items[1:] for b in items[0][1][1]]
+    return None
+
+
+def splice_groups(items: list) -> list:
+    """``items`` with every top-level plain group (capturing or not, no flags) replaced by its
+    inside, recursively: the same language (the parse tree keeps an inner ``a|b`` as one node), and
+    anchors written inside a group (``(^[a-z]+$)``) come to the edges."""
+    out: list = []
+    for it in items:
+        if it[0] is _sc.SUBPATTERN and not it[1][1] and not it[1][2]:
+            out.extend(splice_groups(list(it[1][3])))
+        else:
+            out.append(it)
+    return out
+
+
 def _quant(lo: int, hi: Any) -> str:
     if hi is _sc.MAXREPEAT or hi == _sc.MAXREPEAT:
         return "*" if lo == 0 else ("+" if lo == 1 else f"{{{lo},}}")

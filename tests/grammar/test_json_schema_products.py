@@ -1,0 +1,335 @@
+"""JSON Schema constructs built as products of automata (gad.grammar.json_schema, issue 11):
+min/maxProperties counted in the object rules, object unions whose branches share leading keys
+(a key automaton over the branches' positions), pattern / length / format intersections on one
+string, non-integer number bounds and multipleOf.  Acceptance is checked with gad's own engine
+over a one-byte-per-token vocabulary against ``jsonschema`` (or exact decimal arithmetic for
+numbers) on enumerated and hypothesis-drawn instances."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from decimal import Decimal, InvalidOperation
+
+import interegular
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gad
+from gad.engine.vocab import Vocabulary
+from gad.errors import EmptyLanguageError, UnsupportedSchemaError
+from gad.grammar import Grammar
+from gad.grammar.automata import fsm_regex, minimize, regex_fsm
+from gad.grammar.json_schema import convert, format_checker
+
+BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
+
+
+class Checker:
+    """A schema's grammar compiled over single bytes: ``accepts(text)`` runs gad's matcher."""
+
+    def __init__(self, schema, **kw) -> None:
+        self.sg = convert(schema, **kw)
+        self.cg = gad.compile(Grammar.from_string(self.sg.lark_text), BYTES, cache_dir=False)
+
+    def accepts(self, text: str) -> bool:
+        m = self.cg.matcher()
+        return m.accept_bytes(text.encode("utf-8")) and m.is_accepting()
+
+    def accepts_value(self, value, indent=None) -> bool:
+        return self.accepts(self.sg.dumps(value, indent=indent))
+
+
+def oracle(schema, value) -> bool:
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=format_checker()).is_valid(value)
+
+
+def _objects(keys, values, max_len=3):
+    out = []
+    for n in range(max_len + 1):
+        for ks in itertools.permutations(keys, n):
+            for vs in itertools.product(values, repeat=n):
+                out.append(dict(zip(ks, vs, strict=True)))
+    return out
+
+
+def _agree(schema, values, modes=("compact", "flexible")):
+    for ws in modes:
+        c = Checker(schema, whitespace=ws)
+        for v in values:
+            want = oracle(schema, v)
+            assert c.accepts_value(v) is want, (ws, schema, v, c.sg.dumps(v))
+            if want and ws == "flexible" and isinstance(v, dict) and v:
+                assert c.accepts_value(v, indent=2), (schema, v)
+
+
+_OBJS = _objects(["a", "b", "c", "z"], [1, "s"])
+
+
+# ------------------------------------------------------------------------- min/maxProperties
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 1},
+    {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}},
+    {"type": "object", "maxProperties": 0},
+    {"type": "object", "maxProperties": 2, "properties": {"a": {"type": "integer"}}},
+    {"type": "object", "minProperties": 2, "maxProperties": 2, "properties": {"a": {}, "b": {}, "c": {}},
+     "required": ["a"], "additionalProperties": False},
+    {"type": "object", "minProperties": 1, "maxProperties": 1, "properties": {"a": {}}, "additionalProperties": False},
+    {"type": "object", "minProperties": 2, "properties": {"a": {}, "b": {}, "c": {"type": "string"}},
+     "additionalProperties": False},
+    {"type": "object", "minProperties": 1, "patternProperties": {"^[a-b]$": {"type": "integer"}},
+     "additionalProperties": False},
+    {"type": "object", "maxProperties": 1, "patternProperties": {"^.*$": {"type": "integer"}}},
+    {"type": "object", "minProperties": 3, "maxProperties": 1},  # no object
+])
+def test_property_counts_exact(schema):
+    try:
+        _agree(schema, _OBJS)
+    except EmptyLanguageError:
+        assert not any(oracle(schema, v) for v in _OBJS + [1, "s", None, []])
+
+
+def test_property_counts_refused_when_members_may_repeat():
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "object", "minProperties": 2})
+    assert e.value.keyword == "minProperties"
+    # implied by required: no count needed
+    _agree({"type": "object", "minProperties": 2, "required": ["a", "b"]}, _OBJS, modes=("compact",))
+
+
+# ---------------------------------------------------------------------- object unions (shared keys)
+@pytest.mark.parametrize("schema", [
+    {"anyOf": [{"type": "object", "properties": {"a": {}, "b": {"type": "string"}}, "required": ["a", "b"]},
+               {"type": "object", "properties": {"a": {}, "c": {"type": "integer"}}, "required": ["a", "c"]}]},
+    # the MaskBench shape "properties + anyOf of required lists" (Github_easy---o65451)
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {}, "c": {}},
+     "anyOf": [{"required": ["b"]}, {"required": ["c"]}]},
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {}, "c": {}},
+     "anyOf": [{"required": ["b"]}, {"required": ["c"]}], "additionalProperties": False},
+    # a discriminator after a shared key (Github_easy---o10013)
+    {"type": "object", "oneOf": [
+        {"properties": {"z": {}, "a": {"const": "s"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+        {"properties": {"z": {}, "a": {"const": "t"}, "b": {"type": "string"}}, "required": ["a", "b"]}]},
+    # branches requiring nothing (Github_hard---o6348)
+    {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": False},
+               {"type": "object", "properties": {"a": {"type": "integer"}, "c": {}}, "additionalProperties": False}]},
+    {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": False,
+                "minProperties": 1},
+               {"type": "object", "properties": {"a": {"type": "integer"}, "c": {}}, "additionalProperties": False}]},
+    {"anyOf": [{"type": "object", "properties": {"a": {}}}, {"type": "object", "required": ["b"]}]},
+    # oneOf over overlapping closed branches: exactly one branch may accept (Github_easy---o83719)
+    {"type": "object", "properties": {"a": {}, "b": {}, "c": {}}, "oneOf": [{"required": ["a", "b"]}, {"required": ["a", "c"]}],
+     "additionalProperties": False},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "z": {}}, "additionalProperties": False,
+     "oneOf": [{"required": ["a"]}, {"required": ["b"]}, {"properties": {"a": {"type": "string"}}}]},
+])
+def test_object_unions_with_shared_keys_exact(schema):
+    _agree(schema, _OBJS)
+
+
+def test_object_unions_with_overlapping_values_refused():
+    schema = {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                        {"type": "object", "properties": {"a": {"minimum": 3}}, "required": ["a"]}]}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert e.value.keyword == "anyOf"
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]})
+    assert e.value.keyword == "oneOf"
+
+
+_KEYS = ["k", "a", "b"]
+_val = st.sampled_from([{"type": "integer"}, {"type": "string"}, {"const": "p"}, {"const": "q"}, {}])
+_props = st.fixed_dictionaries({}, optional={k: _val for k in _KEYS})
+_branch = st.builds(
+    lambda props, req, addl, mn: {"type": "object", "properties": props, "required": req,
+                                  **({} if addl is None else {"additionalProperties": addl}),
+                                  **({} if mn is None else {"minProperties": mn})},
+    _props, st.lists(st.sampled_from(_KEYS), max_size=2, unique=True),
+    st.sampled_from([None, False, {"type": "integer"}]), st.sampled_from([None, 1]))
+_obj_json = st.dictionaries(st.sampled_from(_KEYS + ["z"]), st.sampled_from([0, 1, "p", "q", "s", None]), max_size=4)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["anyOf", "oneOf"]), st.lists(_branch, min_size=2, max_size=3),
+       st.lists(_obj_json, min_size=10, max_size=10))
+def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, values):
+    schema = {kw: branches}
+    try:
+        c = Checker(schema)
+    except UnsupportedSchemaError as e:
+        assert e.keyword in (kw, "minProperties")
+        return
+    except EmptyLanguageError:
+        assert not any(oracle(schema, v) for v in values)
+        return
+    for v in values:
+        assert c.accepts_value(v) is oracle(schema, v), (schema, v, c.sg.dumps(v))
+
+
+# ----------------------------------------------------------------- string intersections
+_ALPHA = ["a", "b", "0", "9", "-", "@", ".", '"', "\\", "é", " ", "x", "F", "\t"]
+_STRINGS = [""] + ["".join(p) for n in (1, 2) for p in itertools.product(_ALPHA, repeat=n)] + [
+    "abc@x.y", "a-b-c", "0123456789ab", "F" * 12, "2020-01-01", "2020-02-30", "aaaa", "a" * 63, "a" * 64,
+    "a" * 70, "ab" * 40, "0" * 13, "12-3456-7890", "123456789012", "x:y", "https://x.y/z"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "[0-9a-fA-F]+", "minLength": 12, "maxLength": 12},
+    {"type": "string", "pattern": "^[a-z0-9-]*$", "minLength": 4, "maxLength": 63},
+    {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 100},  # C+ under a long bound: chunks
+    {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+$", "minLength": 5, "maxLength": 10},
+    {"type": "string", "format": "date", "minLength": 1},
+    {"type": "string", "format": "email", "maxLength": 8},
+    {"type": "string", "pattern": "a", "maxLength": 3},
+    {"type": "string", "pattern": "^x", "format": "uri"},
+    {"type": "string", "pattern": "^[0-9]{2,5}-?[0-9]{1,4}-?[0-9]{4}$", "minLength": 10, "maxLength": 13},
+    {"type": "string", "pattern": "^[0-9]+$", "maxLength": 0},
+])
+def test_string_intersections_exact(schema):
+    try:
+        c = Checker(schema)
+    except EmptyLanguageError:
+        assert not any(oracle(schema, s) for s in _STRINGS)
+        return
+    for s in _STRINGS:
+        # Python's `$` also matches before a final newline (ECMA's does not): none of these end in one
+        assert c.accepts_value(s) is oracle(schema, s), (schema, s)
+
+
+def test_string_intersection_too_large_is_refused():
+    schema = {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.[a-z]+\\.[a-z]+$", "maxLength": 250}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert e.value.keyword == "minLength" and e.value.pointer == ""
+
+
+# ---------------------------------------------------------------------------------- numbers
+_NUM_TEXTS = sorted({
+    i + f for i in ["0", "1", "2", "9", "10", "12", "99", "100", "459", "460", "-0", "-1", "-2", "-10", "-459",
+                    "-460", "500", "1000", "16", "32", "-16", "4096", "4112", "-2032", "-2048"]
+    for f in ["", ".0", ".00", ".1", ".05", ".10", ".3", ".30", ".5", ".50", ".67", ".66", ".68", ".675", ".7",
+              ".01", ".001", ".25", ".99", ".999"]})
+_SPELLING = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _exact(schema, text: str) -> bool:
+    """The schema's number keywords in exact decimal arithmetic (jsonschema divides floats)."""
+    try:
+        v = Decimal(text)
+    except InvalidOperation:
+        return False
+    checks = {"minimum": lambda b: v >= b, "maximum": lambda b: v <= b,
+              "exclusiveMinimum": lambda b: v > b, "exclusiveMaximum": lambda b: v < b,
+              "multipleOf": lambda b: v % b == 0}
+    if schema.get("type") == "integer" and (v != v.to_integral_value() or "." in text):
+        return False  # integers are spelled without a fraction
+    return all(checks[k](Decimal(repr(b))) for k, b in schema.items() if k in checks)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "minimum": -459.67}, {"type": "number", "maximum": 10.5},
+    {"type": "number", "minimum": 0.1, "maximum": 500.0},
+    {"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 99.99},
+    {"type": "number", "exclusiveMinimum": -0.5}, {"type": "number", "exclusiveMaximum": -0.05},
+    {"type": "number", "multipleOf": 0.01}, {"type": "number", "multipleOf": 0.01, "minimum": 0, "maximum": 99999999999.99},
+    {"type": "number", "multipleOf": 1}, {"type": "number", "multipleOf": 10, "exclusiveMaximum": 100},
+    {"type": "integer", "multipleOf": 16, "minimum": -2032, "maximum": 2031}, {"type": "integer", "multipleOf": 1},
+    {"type": "number", "multipleOf": 0.25}, {"type": "integer", "multipleOf": 3},
+    {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5},
+])
+def test_number_bounds_and_multiples_exact(schema):
+    c = Checker(schema)
+    for text in _NUM_TEXTS:
+        assert _SPELLING.fullmatch(text)
+        assert c.accepts(text) is _exact(schema, text), (schema, text)
+    for bad in ("1e2", "01", "-", ".5", "1.", "+1"):
+        assert not c.accepts(bad)
+    for v in (0, 1, 0.5, 16, 2.25, -459.67, 1e-06, 99.99):  # dumps spells floats without exponent
+        if float(Decimal(repr(v)) % Decimal(repr(schema.get("multipleOf", 1e-9)))) == 0 or "multipleOf" not in schema:
+            assert c.accepts_value(v) is _exact(schema, c.sg.dumps(v)), (schema, v)
+
+
+def test_large_multiple_refused():
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "integer", "multipleOf": 1001})
+    assert e.value.keyword == "multipleOf"
+
+
+def test_exponent_floats_dump_without_exponent():
+    c = Checker({"type": "object", "properties": {"e": {"type": "number", "minimum": 0}, "k": {"enum": [1e-07]}}})
+    text = c.sg.dumps({"e": 1e-06, "k": 1e-07})
+    assert text == '{"e":0.000001,"k":0.0000001}' and c.accepts(text)
+    assert json.loads(text) == {"e": 1e-06, "k": 1e-07}
+
+
+# -------------------------------------------------------------------- automata -> regex
+@pytest.mark.parametrize("pattern", [
+    r"[a-c]x|b+", r"(?:ab|a)*c", r"[0-9]{2,5}-?[0-9]{1,4}", r"a*", r"(?:[a-z]+-)*[a-z]+", r"x[^a]*y",
+    r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", r"[é\n\\/]+\.", r"a{3,7}|b{2}",
+])
+def test_fsm_regex_roundtrip(pattern):
+    f = regex_fsm(pattern)
+    small = minimize(f)
+    assert small is not None and small.equivalent(f) and len(small.states) <= len(f.states)
+    rx = fsm_regex(small)
+    assert rx is not None and regex_fsm(rx).equivalent(f)
+    assert interegular.parse_pattern(rx).to_fsm().equivalent(f)
+
+
+# ------------------------------------------------------------- anchors inside groups / branches
+@pytest.mark.parametrize("pattern", [
+    r"(^[a-zA-Z0-9_.()-]+$)", r"^$|(^(?:\S+\s+){0,9}\S+$)", r"^[ATCG]+$|^SI-[GN]A-[A-Z][0-9]+$",
+    r"^([0-9]*[.])?[0-9]+$|^[\d.]+(?:e-?\d+)?$", r"^(\d{4}(-\d{2})?(-\d{2})?$)|(^\d{4}-\d{2})", r"a(b|c)d", r"(a|b)c$",
+])
+def test_anchors_inside_groups_are_a_search(pattern):
+    c = Checker({"type": "string", "pattern": pattern})
+    words = ["", "abc", "ACGT", "SI-GA-B1", "xSI-GA-B1", "ACGTx", "1.5", ".5", "1e-3", "2020-01", "2020-01-01T", "abd",
+             "xacd", "ac", "bcx", "a b", "a b ", " a", "x", "_(a).b", "a<b"]
+    for s in words:
+        assert c.accepts_value(s) is bool(re.search(pattern, s)), (pattern, s)
+
+
+# ---------------------------------------------------------------------------- dependencies
+_D7 = "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": _D7, "type": "object", "properties": {"a": {}, "b": {}}, "dependencies": {"a": ["b"]}},
+    {"$schema": _D7, "properties": {"a": {}, "b": {}, "c": {"type": "string"}},
+     "dependencies": {"a": ["b"], "c": {"required": ["z"]}}},
+    {"$schema": _D7, "type": "object", "dependencies": {"z": ["a"], "b": ["c"]}},
+    {"type": "object", "properties": {"a": {}, "b": {}, "c": {"type": "string"}}, "dependentRequired": {"a": ["b"], "c": ["a"]}},
+    {"type": "object", "properties": {"a": {}, "b": {}}, "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "additionalProperties": False,
+     "dependentRequired": {"a": ["b"]}},
+    # a banned name that another branch takes as an additional key
+    {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}, "b": False}},
+               {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+])
+def test_dependencies_as_unions_exact(schema):
+    _agree(schema, _OBJS + [1, "s", [1]])
+
+
+def test_dependencies_of_another_draft_are_annotations():
+    """``dependencies`` is not a 2020-12 keyword (jsonschema ignores it there), nor ``dependentRequired``
+    a draft-07 one."""
+    c = Checker({"type": "object", "dependencies": {"a": ["b"]}})
+    assert c.accepts('{"a":1}') and oracle({"type": "object", "dependencies": {"a": ["b"]}}, {"a": 1})
+    s7 = {"$schema": _D7, "type": "object", "dependentRequired": {"a": ["b"]}}
+    assert Checker(s7).accepts('{"a":1}') and oracle(s7, {"a": 1})
+
+
+def test_thousand_item_bound():
+    """maxItems 1000 (common in MaskBench) is one rule per position, within gad's budgets."""
+    c = Checker({"type": "array", "maxItems": 1000, "items": {"type": "integer"}})
+    assert c.accepts("[" + ",".join(["1"] * 1000) + "]")
+    assert not c.accepts("[" + ",".join(["1"] * 1001) + "]")
+    assert c.accepts("[]") and not c.accepts('["a"]')
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "array", "maxItems": 3000})
+    assert e.value.keyword == "maxItems"
