@@ -406,8 +406,6 @@ def repeat_fsm(pre: str, body: str, lo: int, hi: int | None, post: str,
     return _ifsm.FSM(alphabet=_ifsm.Alphabet(mapping), states=range(len(order)), initial=0, finals=fin,
                      map=fmap, __no_validation__=True)
 
-            _ifsm.crawl = prev
-
 
 # ------------------------------------------------------------------------ automaton -> regex
 # A regex under construction: (text, kind); kind "eps" (the empty string), "atom" (a char, a class
