@@ -130,6 +130,9 @@ class CompiledGrammar:
         self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
         self._close_memo: dict[tuple[Stack, int], tuple[Stack, int] | None] = {}
         self._allowed_memo: dict[Stack, int] = {}
+        self._shift_memo: dict[Stack, int] = {}  # stack -> terminals shiftable (parse-table bits)
+        self._local_memo: dict[tuple[int, int], int] = {}  # (context, parse-table bits) -> context bits
+        self._groups_memo: dict[int, tuple[int, list[tuple[tuple, int]]]] = {}
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
         self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
         self.mask_cache_size = mask_cache_size
@@ -193,11 +196,14 @@ class CompiledGrammar:
 
     def _universe(self) -> list[TerminalAutomaton]:
         """Every terminal of every context (a guard carried into a context may hold any of them)."""
-        seen: dict[str, Any] = {}
-        for terms, *_ in self._ctx_specs:
-            for t in terms:
-                seen.setdefault(t.name, t)
-        return [self._automaton(t) for t in seen.values()]
+        uni = self.__dict__.get("_uni_list")
+        if uni is None:
+            seen: dict[str, Any] = {}
+            for terms, *_ in self._ctx_specs:
+                for t in terms:
+                    seen.setdefault(t.name, t)
+            uni = self._uni_list = [self._automaton(t) for t in seen.values()]
+        return uni
 
     def _build_vocab_matrix(self) -> None:
         key = (self.vocab.fingerprint(), self.eos_ids)
@@ -207,7 +213,7 @@ class CompiledGrammar:
             while len(_VOCAB_TABLES) > 4:
                 _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
         (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
-         self._fin_at, self._first) = hit
+         self._fin_at, self._first, self._first_hist) = hit
 
     def _vocab_tables(self) -> tuple:
         """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
@@ -228,9 +234,10 @@ class CompiledGrammar:
         n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
         fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
         first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
-        for a in (mat, lens, content, order, bytes_t, first):
+        first_hist = np.bincount(first, minlength=256).astype(np.int64)  # (256,) content tokens per first byte
+        for a in (mat, lens, content, order, bytes_t, first, first_hist):
             a.setflags(write=False)
-        return mat, lens, content, order, bytes_t, n_at, fin_at, first
+        return mat, lens, content, order, bytes_t, n_at, fin_at, first, first_hist
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -346,13 +353,72 @@ class CompiledGrammar:
         """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
         r = self._allowed_memo.get(stack)
         if r is None:
-            dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
-            r = 0
-            for i, name in enumerate(dfa.names):
-                if not dfa.ignore[i] and self._can_shift(stack, name):
-                    r |= 1 << i
+            cid = self.state_ctx[self._stk_state[stack]]
+            names = self._shiftable(stack, 0)
+            key = (cid, names)
+            r = self._local_memo.get(key)
+            if r is None:
+                dfa = self.ctx(cid)
+                tbit = self._lr_tbit()
+                r = 0
+                for i, name in enumerate(dfa.names):
+                    b = tbit.get(name)
+                    if b is not None and not dfa.ignore[i] and names >> b & 1:
+                        r |= 1 << i
+                self._local_memo[key] = r
             self._allowed_memo[stack] = r
         return r
+
+    def _shiftable(self, stack: Stack, depth: int) -> int:
+        """Bit set (:meth:`_lr_tbit` ids) of the terminals the parser can shift from ``stack``, after
+        their reductions.  The terminals of one reduction share the stack it leads to, so per LR
+        state: its shifts, plus, per distinct reduction, the terminals that reduce by it among those
+        shiftable from the reduced stack (memoised by interned stack).  Past 32 chained reductions
+        (a right-recursive rule closing), each terminal is probed on its own (:meth:`_can_shift`,
+        which interns no stack: the reduced stacks of such a chain are new at every token)."""
+        r = self._shift_memo.get(stack)
+        if r is not None:
+            return r
+        shifts, reductions = self._lr_groups(self._stk_state[stack])
+        r = shifts
+        for act, bits in reductions:
+            if depth < 32:
+                r |= self._shiftable(self._reduce(stack, act), depth + 1) & bits
+            else:
+                tbit = self._lr_tbit()
+                for name, b in tbit.items():
+                    if bits >> b & 1 and self._can_shift(stack, name):
+                        r |= 1 << b
+        self._shift_memo[stack] = r
+        return r
+
+    def _lr_tbit(self) -> dict[str, int]:
+        """A bit per terminal of the lexer contexts (the ids of :meth:`_shiftable`'s bit sets): every
+        terminal the parser can shift in an LR state is in that state's context (Lark's contextual
+        lexer), so other symbols of the parse table (rules, ``$END``) need none."""
+        t = self.__dict__.get("_tbit")
+        if t is None:
+            names = dict.fromkeys(term.name for terms, *_ in self._ctx_specs for term in terms)
+            t = self._tbit = {n: i for i, n in enumerate(names)}
+        return t
+
+    def _lr_groups(self, q: int) -> tuple[int, list[tuple[tuple, int]]]:
+        """(shifted terminals, [(reduction, terminals reduced by it)]) of LR state ``q``, as bit sets."""
+        g = self._groups_memo.get(q)
+        if g is None:
+            tbit = self._lr_tbit()
+            shifts = 0
+            red: dict[tuple, int] = {}
+            for sym, act in self.table.actions[q].items():
+                b = tbit.get(sym)
+                if b is None:
+                    continue  # a nonterminal (goto)
+                if act[0] == "s":
+                    shifts |= 1 << b
+                else:
+                    red[act] = red.get(act, 0) | 1 << b
+            g = self._groups_memo[q] = (shifts, list(red.items()))
+        return g
 
     def _can_shift(self, stack: Stack, term: str) -> bool:
         """Can the parser shift ``term`` from ``stack`` (after its reductions)?  Runs the reductions
@@ -402,6 +468,7 @@ class CompiledGrammar:
         self._stk_index = {(-1, self.table.start_state): 0}
         self._feed_memo = {}
         self._allowed_memo = {}
+        self._shift_memo = {}
         self._multi = []
         self._multi_index = {}
         self._close_memo = {}
@@ -442,10 +509,14 @@ class CompiledGrammar:
         are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
         dfa = self.ctx(cid)
         if d != START and dfa.is_start[d]:
-            return self._guarded_root_walk(cid, d)
+            return self._derived_root_walk(cid, d, START)
         first_ok = dfa.table[d] != DEAD  # (256,)
-        cand = self._content[first_ok[self._first]]
-        if cand.size * 4 < self._content.size:
+        n_cand = int(self._first_hist[first_ok].sum())
+        ref = self._reference_root(cid, d, min(n_cand, self._content.size // 4))
+        if ref is not None:
+            return self._derived_root_walk(cid, d, ref)
+        if n_cand * 4 < self._content.size:
+            cand = self._content[first_ok[self._first]]
             node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
             srt = np.argsort(node.end_tok, kind="stable")
             node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
@@ -488,16 +559,49 @@ class CompiledGrammar:
         srt = np.argsort(tok, kind="stable")
         return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
 
-    def _guarded_root_walk(self, cid: int, d: int) -> WalkNode:
-        """The root walk from ``d``, the empty lexeme under a guard, derived from the walk from START.
+    def _reference_root(self, cid: int, d: int, budget: int) -> int | None:
+        """A state of context ``cid`` whose root walk is built and from which :meth:`_derived_root_walk`
+        derives ``d``'s walking fewer than ``budget`` tokens (those whose first byte leads ``d``
+        elsewhere than it leads the reference); the cheapest of the last 256 walked, or None.
 
-        A token whose first byte leads ``d`` where it leads START (the guard died on that byte, or
-        never mattered) walks the same states from there on: its ends and forks are START's.  Only
-        the tokens whose first byte differs (e.g. digits after a number that might go on) are walked.
-        Forks none of those tokens join keep START's token sets, so their child walks are shared."""
+        Inside a keyword or a key of an object, where a NAME or any string may also go on, most
+        first bytes leave only the general terminal alive, the same state from either prefix."""
         dfa = self.ctx(cid)
-        base = self.root(cid, START)
-        differs = dfa.table[d] != dfa.table[START]  # (256,) bool
+        cands: list[int] = []
+        if self._share:
+            fp = (self.vocab.fingerprint(), self.eos_ids)
+            for k in reversed(dfa.shared_walks):
+                if k[:2] == fp and k[2] != d:
+                    cands.append(k[2])
+                    if len(cands) >= 256:
+                        break
+        else:
+            for c, s in reversed(self._roots):
+                if c == cid and s != d:
+                    cands.append(s)
+                    if len(cands) >= 256:
+                        break
+        if not cands:
+            return None
+        row = dfa.table[d]
+        # tokens to walk from ``d`` per reference: first byte live from ``d`` and leading elsewhere
+        differs = (dfa.table[np.asarray(cands)] != row) & (row != DEAD)  # (n_cands, 256)
+        cost = differs.astype(np.int64) @ self._first_hist
+        best = int(np.argmin(cost))
+        return cands[best] if cost[best] < budget else None
+
+    def _derived_root_walk(self, cid: int, d: int, ref: int) -> WalkNode:
+        """The root walk from ``d``, derived from the root walk from state ``ref`` of the same context.
+
+        A token whose first byte leads ``d`` where it leads ``ref`` walks the same states from there
+        on: its ends and forks are ``ref``'s.  Only the tokens whose first byte leads elsewhere (and
+        is not dead from ``d``) are walked.  Used for the empty lexeme under a guard (``ref`` = START:
+        the guard died on most bytes, or never mattered) and for a state with a reference from
+        :meth:`_reference_root`.  Forks none of the walked tokens join keep ``ref``'s token sets, so
+        their child walks are shared."""
+        dfa = self.ctx(cid)
+        base = self.root(cid, ref)
+        differs = dfa.table[d] != dfa.table[ref]  # (256,) bool
         keep_tok = np.ones(self.vocab_size, dtype=bool)
         keep_tok[self._content] = ~differs[self._first]
         keep = keep_tok[base.end_tok]
@@ -511,7 +615,7 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        extra = self._content[differs[self._first]]
+        extra = self._content[(differs & (dfa.table[d] != DEAD))[self._first]]
         if extra.size:
             part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
             if part.end_tok.size:
@@ -1009,8 +1113,8 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_roots", "_stk_parent",
-    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_first_hist", "_roots", "_stk_parent",
+    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 
