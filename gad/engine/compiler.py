@@ -553,11 +553,15 @@ class CompiledGrammar:
             lo, hi = self._fin_at[pos]
             if hi > lo:
                 end_s[lo:hi] = nxt[lo:hi]
-        live = np.flatnonzero((end_s != DEAD) & (end_s != sink))
         groups = self._groups(dfa, self._order, b_i, b_p, b_w)
-        tok = self._order[live]
-        srt = np.argsort(tok, kind="stable")
-        return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
+        # end states by token id (0: dead or not ending here): the ending tokens come out sorted
+        # by id without a sort (the dense array itself is built by _fill when used: cache files
+        # of warm grammars stay small)
+        end_s[end_s == sink] = DEAD
+        dense = np.zeros(self.vocab_size, dtype=np.int32)
+        dense[self._order] = end_s
+        tok = np.flatnonzero(dense).astype(np.int32)
+        return WalkNode(tok, dense[tok], groups, {})
 
     def _reference_root(self, cid: int, d: int, budget: int) -> int | None:
         """A state of context ``cid`` whose root walk is built and from which :meth:`_derived_root_walk`
@@ -618,11 +622,12 @@ class CompiledGrammar:
         extra = self._content[(differs & (dfa.table[d] != DEAD))[self._first]]
         if extra.size:
             part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
-            if part.end_tok.size:
-                end_tok = np.concatenate([end_tok, part.end_tok])
-                end_state = np.concatenate([end_state, part.end_state])
-                srt = np.argsort(end_tok, kind="stable")
-                end_tok, end_state = end_tok[srt].astype(np.int32), end_state[srt].astype(np.int32)
+            if part.end_tok.size:  # merged by token id (the two sets are disjoint)
+                dense = np.zeros(self.vocab_size, dtype=np.int32)
+                dense[end_tok] = end_state
+                dense[part.end_tok] = part.end_state
+                end_tok = np.flatnonzero(dense).astype(np.int32)
+                end_state = dense[end_tok]
             for fid, (t, o) in part.groups.items():
                 if fid in groups:
                     same.discard(fid)
@@ -643,15 +648,21 @@ class CompiledGrammar:
         bp = np.concatenate([np.full(a.size, p, dtype=np.int32) if np.isscalar(p) else p
                              for a, p in zip(b_i, b_p)]).astype(np.int32)
         bw = np.concatenate(b_w)
-        tk = toks[bi]
-        for fid in np.unique(bw):
-            sel = bw == fid
-            t, o = tk[sel], bp[sel]
-            ok = dfa.fork_ok_byte[int(fid)][self._bytes[t, o]]
-            if not ok.all():
-                t, o = t[ok], o[ok]
-            if t.size:
-                groups[int(fid)] = (t, o)
+        # one stable sort by fork id; each fork's entries are then a slice, in walk order
+        order = np.argsort(bw.astype(np.int16) if len(dfa.forks) < 1 << 15 else bw, kind="stable")  # int16: radix
+        bw, tk, bp = bw[order], toks[bi[order]], bp[order]
+        # the next lexeme's first byte may already fire the fork's guard: those entries go
+        nb = self._bytes[tk, bp]
+        cuts = np.flatnonzero(bw[1:] != bw[:-1]) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), bw.size]
+        for lo, hi in zip(starts, ends):
+            fid = int(bw[lo])
+            ok = dfa.fork_ok_byte[fid][nb[lo:hi]]
+            if ok.all():
+                groups[fid] = (tk[lo:hi], bp[lo:hi])
+            elif ok.any():
+                groups[fid] = (tk[lo:hi][ok], bp[lo:hi][ok])
         return groups
 
     def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
