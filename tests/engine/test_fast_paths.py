@@ -5,6 +5,8 @@ context (:meth:`CompiledGrammar._derived_root_walk`): tokens whose first byte le
 the same state keep the reference's ends and forks, and only the others are walked.  Here every
 derived walk is compared, token by token and fork by fork, with a plain walk of the whole
 vocabulary from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
+* The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each token, byte by byte, on the
+  automaton's rows (ends, and forks passed with the next byte not firing the fork's guard).
 * The terminals the parser can shift (:meth:`CompiledGrammar.allowed_bits`, grouped by reduction)
   equal a probe of every terminal of the context on its own (:meth:`CompiledGrammar._can_shift`).
 * Lexer automata share their states inside a UTF-8 character across ASCII-only prefixes.
@@ -18,7 +20,7 @@ import pytest
 
 import gad
 from gad.engine.compiler import CompiledGrammar, WalkNode
-from gad.engine.lexer import START, LexerDFA, TerminalAutomaton
+from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton
 from gad.engine.vocab import Vocabulary
 from gad.grammar import BUILTIN_DIR, Grammar
 
@@ -51,6 +53,43 @@ def _compiled(which: str, tok) -> CompiledGrammar:
     if which == "keys":
         return gad.compile(Grammar.from_json_schema(KEYS), tok, cache_dir=False, warm=False)
     return gad.compile(Grammar.from_file(BUILTIN_DIR / f"{which}.lark"), tok, cache_dir=False, warm=False)
+
+
+def _scalar_walk(cg: CompiledGrammar, cid: int, d: int, tok: np.ndarray,
+                 off: np.ndarray) -> tuple[dict[int, int], dict[int, set[tuple[int, int]]]]:
+    dfa = cg.ctx(cid)
+    ends: dict[int, int] = {}
+    forks: dict[int, set[tuple[int, int]]] = {}
+    for t, o in zip(tok.tolist(), off.tolist()):
+        data = cg.vocab.tokens[t]
+        s = d
+        for p in range(o, len(data)):
+            s = dfa.rows[s][data[p]]
+            if s == DEAD:
+                break
+            if p == len(data) - 1:
+                ends[t] = s
+            elif dfa.fork_list[s] >= 0 and dfa.fork_ok_byte[dfa.fork_list[s]][data[p + 1]]:
+                forks.setdefault(dfa.fork_list[s], set()).add((t, p + 1))
+    return ends, forks
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "keys"])
+def test_vectorised_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+    cg = _compiled(which, smollm2_tokenizer)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for cid in range(len(cg._ctx_specs))[:10]:
+        for d in _states(cg, cid, 4):
+            for size in (1, 9, 400):
+                tok = rng.choice(cg._content, size=size, replace=False)
+                off = (rng.random(size) * cg._lens[tok]).astype(np.int32)
+                assert _as_sets(cg._walk(cid, d, tok, off)) == _scalar_walk(cg, cid, d, tok, off), (cid, d)
+                checked += 1
+    assert checked > 30
+    # ... and the position-major root walk of the whole vocabulary, from the first context's start
+    content = cg._content
+    assert _as_sets(cg._root_walk(0, START)) == _scalar_walk(cg, 0, START, content, np.zeros(content.size, np.int32))
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
