@@ -1,12 +1,14 @@
 """The engine's shortcuts equal the plain computations they replace.
 
-* Token walks derived from another state's walk equal the plain walk of every token.  A root walk from state ``d`` may be derived from the walk of a reference state of the same lexer
-context (:meth:`CompiledGrammar._derived_root_walk`): tokens whose first byte leads both states to
-the same state keep the reference's ends and forks, and only the others are walked.  Here every
-derived walk is compared, token by token and fork by fork, with a plain walk of the whole
-vocabulary from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
-* The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each token, byte by byte, on the
-  automaton's rows (ends, and forks passed with the next byte not firing the fork's guard).
+* Token walks derived from another state's walk equal the plain walk of every token.  A root walk
+  from state ``d`` may be derived from the walk of a reference state of the same lexer context
+  (:meth:`CompiledGrammar._derived_root_walk`): tokens whose first byte leads both states to the
+  same state keep the reference's ends and forks, and only the others are walked.  Every derived
+  walk is compared, token by token and fork by fork, with a plain walk of the whole vocabulary
+  from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
+* The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each
+  token, byte by byte, on the automaton's rows (ends, and forks passed with the next byte not
+  firing the fork's guard).
 * The terminals the parser can shift (:meth:`CompiledGrammar.allowed_bits`, grouped by reduction)
   equal a probe of every terminal of the context on its own (:meth:`CompiledGrammar._can_shift`).
 * Lexer automata share their states inside a UTF-8 character across ASCII-only prefixes.
