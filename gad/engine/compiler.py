@@ -130,7 +130,7 @@ class CompiledGrammar:
         self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
         self._close_memo: dict[tuple[Stack, int], tuple[Stack, int] | None] = {}
         self._allowed_memo: dict[Stack, int] = {}
-        self._shift_memo: dict[Stack, int] = {}  # stack -> terminals shiftable (parse-table bits)
+        self._shift_memo: dict[tuple[Stack, int], int] = {}  # (parent, LR state) -> shiftable terminals
         self._local_memo: dict[tuple[int, int], int] = {}  # (context, parse-table bits) -> context bits
         self._groups_memo: dict[int, tuple[int, list[tuple[tuple, int]]]] = {}
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
@@ -371,25 +371,42 @@ class CompiledGrammar:
 
     def _shiftable(self, stack: Stack, depth: int) -> int:
         """Bit set (:meth:`_lr_tbit` ids) of the terminals the parser can shift from ``stack``, after
-        their reductions.  The terminals of one reduction share the stack it leads to, so per LR
-        state: its shifts, plus, per distinct reduction, the terminals that reduce by it among those
-        shiftable from the reduced stack (memoised by interned stack).  Past 32 chained reductions
-        (a right-recursive rule closing), each terminal is probed on its own (:meth:`_can_shift`,
-        which interns no stack: the reduced stacks of such a chain are new at every token)."""
-        r = self._shift_memo.get(stack)
+        their reductions: :meth:`_shiftable_top` of its top state over its parent."""
+        return self._shiftable_top(self._stk_parent[stack], self._stk_state[stack], depth)
+
+    def _shiftable_top(self, parent: Stack, q: int, depth: int) -> int:
+        """:meth:`_shiftable` of the stack ``parent`` + LR state ``q``, which need not be interned.
+
+        The terminals of one reduction share the stack it leads to, so: the shifts of ``q``, plus,
+        per distinct reduction, the terminals that reduce by it among those shiftable from the
+        reduced stack — again an interned parent plus a goto state, so nothing is interned (deep
+        nesting keeps one stack per token); memoised by (parent, state).  A reduction of an empty
+        rule pushes onto ``q`` itself, which is then interned; past 32 chained reductions (a
+        right-recursive rule closing) each terminal is probed on its own (:meth:`_can_shift`)."""
+        key = (parent, q)
+        r = self._shift_memo.get(key)
         if r is not None:
             return r
-        shifts, reductions = self._lr_groups(self._stk_state[stack])
+        shifts, reductions = self._lr_groups(q)
         r = shifts
+        actions = self.table.actions
         for act, bits in reductions:
-            if depth < 32:
-                r |= self._shiftable(self._reduce(stack, act), depth + 1) & bits
-            else:
-                tbit = self._lr_tbit()
-                for name, b in tbit.items():
-                    if bits >> b & 1 and self._can_shift(stack, name):
+            k = act[1]
+            if depth >= 32:
+                here = self.push(parent, q)
+                for name, b in self._lr_tbit().items():
+                    if bits >> b & 1 and self._can_shift(here, name):
                         r |= 1 << b
-        self._shift_memo[stack] = r
+                continue
+            if k == 0:
+                base = self.push(parent, q)
+            else:
+                base = parent
+                for _ in range(k - 1):
+                    base = self._stk_parent[base]
+            goto = actions[self._stk_state[base]][act[2]][1]
+            r |= self._shiftable_top(base, goto, depth + 1) & bits
+        self._shift_memo[key] = r
         return r
 
     def _lr_tbit(self) -> dict[str, int]:
