@@ -71,9 +71,11 @@ class TerminalAutomaton:
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
+    _na: dict[int, bool] = field(default_factory=dict, repr=False)
     _ascii: np.ndarray | None = field(default=None, repr=False)
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
     _rows: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    _class_list: tuple[list[int], list[tuple[int, int]]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -128,7 +130,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None, "_prefixes": None, "_rows": {}}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_rows": {},
+                "_class_list": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -144,15 +147,26 @@ class TerminalAutomaton:
         lead ``state`` to the same next state (or all to death) are one class."""
         r = self._rows.get(state)
         if r is None:
-            trans = self.fsm.map.get(cast(Any, state), {})
-            cls = self.ascii_classes()
-            lut = np.full(max(int(cls.max()), *trans.keys(), 0) + 1 if trans else int(cls.max()) + 1, -1,
-                          dtype=np.int64)
-            for c, t in trans.items():
-                if t in self.live:
-                    lut[c] = t
-            _, first, inverse = np.unique(lut[cls], return_index=True, return_inverse=True)
-            r = self._rows[state] = tuple(first[inverse.reshape(-1)].tolist())
+            trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
+            cls, class_first = self._ascii_class_list()
+            live = self.live
+            rep_of: dict[object, int] = {}  # next state (None: dead) -> first byte leading there
+            class_rep = {}
+            for c, b in class_first:  # alphabet classes by their first ASCII byte
+                t = trans.get(c)
+                class_rep[c] = rep_of.setdefault(t if t is not None and t in live else None, b)
+            r = self._rows[state] = tuple([class_rep[c] for c in cls])
+        return r
+
+    def _ascii_class_list(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """(alphabet class of each ASCII byte, [(class, its first ASCII byte)] in byte order)."""
+        r = self._class_list
+        if r is None:
+            cls = self.ascii_classes().tolist()
+            first: dict[int, int] = {}
+            for b, c in enumerate(cls):
+                first.setdefault(c, b)
+            r = self._class_list = (cls, list(first.items()))
         return r
 
     def step(self, state: int, ch: str | object) -> int:
@@ -189,9 +203,11 @@ class TerminalAutomaton:
 
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
-        if self.step(state, anything_else) >= 0:
-            return True
-        return any(self.step(state, c) >= 0 for c in self.nonascii)
+        r = self._na.get(state)
+        if r is None:
+            r = self.step(state, anything_else) >= 0 or any(self.step(state, c) >= 0 for c in self.nonascii)
+            self._na[state] = r
+        return r
 
 
 def _ascii_reps(classes: list[np.ndarray]) -> list[int]:
@@ -425,16 +441,27 @@ class LexerDFA:
         mk = (parts, hi_live, leads)
         r = self._class_memo.get(mk)
         if r is None:
-            rep = [0] * 256
-            if parts:
-                cols = zip(*(self._part_reps[p] for p in sorted(parts)))
-                first: dict[tuple[int, ...], int] = {}
-                rep[:0x80] = [first.setdefault(c, b) for b, c in enumerate(cols)]
-            by_class: dict[object, int] = {}
-            for b in range(0x80, 256):
-                lead = _LEAD.get(b)
-                sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
-                rep[b] = by_class.setdefault(sig, b)
+            low = self._low_memo.get(parts)
+            if low is None:
+                if len(parts) == 1:
+                    low = list(self._part_reps[next(iter(parts))])
+                elif parts:
+                    cols = zip(*(self._part_reps[p] for p in sorted(parts)))
+                    first: dict[tuple[int, ...], int] = {}
+                    low = [first.setdefault(c, b) for b, c in enumerate(cols)]
+                else:
+                    low = [0] * 0x80
+                self._low_memo[parts] = low
+            high = self._high_memo.get((hi_live, leads))
+            if high is None:
+                by_class: dict[object, int] = {}
+                high = []
+                for b in range(0x80, 256):
+                    lead = _LEAD.get(b)
+                    sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
+                    high.append(by_class.setdefault(sig, b))
+                self._high_memo[(hi_live, leads)] = high
+            rep = low + high
             r = self._class_memo[mk] = (np.asarray(rep, dtype=np.intp), sorted(set(rep)))
         return r
 
@@ -472,6 +499,8 @@ class LexerDFA:
         self._fork_list: list[int] = [-1, -1]
         self._rep = self._byte_classes()
         self._class_memo: dict[tuple, tuple[np.ndarray, list[int]]] = {}
+        self._low_memo: dict[frozenset[int], list[int]] = {}  # ASCII representatives by partitions
+        self._high_memo: dict[tuple[bool, frozenset[int]], list[int]] = {}  # bytes >= 0x80
         self._pend_memo = None
         # ASCII partitions of terminal automata states (TerminalAutomaton.ascii_partition), interned
         self._part_of: dict[tuple[str, int], int] = {}
