@@ -48,7 +48,9 @@ import numpy as np
 from gad.grammar import BUILTIN_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / ".." / "shared" / "data"
+# ../shared beside the checkout (a git worktree one level further down also finds it)
+DATA = next((b / "shared" / "data" for b in (ROOT.parent, ROOT.parent.parent) if (b / "shared" / "data").is_dir()),
+            ROOT.parent / "shared" / "data")
 GRAMMARS = {"json": BUILTIN_DIR / "json.lark", "sql": BUILTIN_DIR / "sql.lark"}
 
 # json.lark hand-translated to xgrammar's EBNF (GBNF dialect).  Lark's ``%ignore WS`` becomes explicit

@@ -132,6 +132,9 @@ class CompiledGrammar:
         self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
         self._close_memo: dict[tuple[Stack, int], tuple[Stack, int] | None] = {}
         self._allowed_memo: dict[Stack, int] = {}
+        self._shift_memo: dict[tuple[Stack, int], int] = {}  # (parent, LR state) -> shiftable terminals
+        self._local_memo: dict[tuple[int, int], int] = {}  # (context, parse-table bits) -> context bits
+        self._groups_memo: dict[int, tuple[int, list[tuple[tuple, int]]]] = {}
         self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
         self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
         self.mask_cache_size = mask_cache_size
@@ -195,11 +198,14 @@ class CompiledGrammar:
 
     def _universe(self) -> list[TerminalAutomaton]:
         """Every terminal of every context (a guard carried into a context may hold any of them)."""
-        seen: dict[str, Any] = {}
-        for terms, *_ in self._ctx_specs:
-            for t in terms:
-                seen.setdefault(t.name, t)
-        return [self._automaton(t) for t in seen.values()]
+        uni = self.__dict__.get("_uni_list")
+        if uni is None:
+            seen: dict[str, Any] = {}
+            for terms, *_ in self._ctx_specs:
+                for t in terms:
+                    seen.setdefault(t.name, t)
+            uni = self._uni_list = [self._automaton(t) for t in seen.values()]
+        return uni
 
     def _build_vocab_matrix(self) -> None:
         key = (self.vocab.fingerprint(), self.eos_ids)
@@ -209,7 +215,7 @@ class CompiledGrammar:
             while len(_VOCAB_TABLES) > 4:
                 _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
         (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
-         self._fin_at, self._first) = hit
+         self._fin_at, self._first, self._first_hist) = hit
 
     def _vocab_tables(self) -> tuple:
         """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
@@ -230,19 +236,23 @@ class CompiledGrammar:
         n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
         fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
         first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
-        for a in (mat, lens, content, order, bytes_t, first):
+        first_hist = np.bincount(first, minlength=256).astype(np.int64)  # (256,) content tokens per first byte
+        for a in (mat, lens, content, order, bytes_t, first, first_hist):
             a.setflags(write=False)
-        return mat, lens, content, order, bytes_t, n_at, fin_at, first
+        return mat, lens, content, order, bytes_t, n_at, fin_at, first, first_hist
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
 
-        ``all_roots``: also walk from every automaton state, so that no later mask walks the whole
-        vocabulary (≈5 ms per state on 49k tokens); default: when the grammar's automata have at
-        most 1,000 states in all (JSON: ~330; the keyword-heavy SQL grammar: ~4,200 stays lazy).
+        ``all_roots``: also walk from every automaton state, and from the empty lexeme under the guard
+        of every fork in each context that can follow (where a mask goes when a lexeme closes at a
+        token's end), so that no later mask walks the whole vocabulary (≈2-5 ms per state on 49k
+        tokens); default: when the grammar's automata have at most 1,000 states in all (JSON: ~330;
+        the keyword-heavy SQL grammar: ~4,200 stays lazy).
         """
         if all_roots is None:
             all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
+        after: dict[str, list[int]] = {}
         changed = True
         while changed:  # walks add the guarded start states of later contexts: walk those too
             changed = False
@@ -255,6 +265,14 @@ class CompiledGrammar:
                     node = self.root(cid, d)
                     if all_roots:
                         self._warm_children(cid, node, depth=2)
+                        fid = dfa.fork_list[d]
+                        if fid >= 0:  # a lexeme closing at a token's end: the next one's start
+                            w, guard = dfa.forks[fid]
+                            name = dfa.names[w]
+                            if name not in after:
+                                after[name] = self._contexts_after(name)
+                            for ncid in [cid] if dfa.ignore[w] else after[name]:
+                                self.ctx(ncid).start_for(guard)
         return self
 
     def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
@@ -348,13 +366,89 @@ class CompiledGrammar:
         """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
         r = self._allowed_memo.get(stack)
         if r is None:
-            dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
-            r = 0
-            for i, name in enumerate(dfa.names):
-                if not dfa.ignore[i] and self._can_shift(stack, name):
-                    r |= 1 << i
+            cid = self.state_ctx[self._stk_state[stack]]
+            names = self._shiftable(stack, 0)
+            key = (cid, names)
+            r = self._local_memo.get(key)
+            if r is None:
+                dfa = self.ctx(cid)
+                tbit = self._lr_tbit()
+                r = 0
+                for i, name in enumerate(dfa.names):
+                    b = tbit.get(name)
+                    if b is not None and not dfa.ignore[i] and names >> b & 1:
+                        r |= 1 << i
+                self._local_memo[key] = r
             self._allowed_memo[stack] = r
         return r
+
+    def _shiftable(self, stack: Stack, depth: int) -> int:
+        """Bit set (:meth:`_lr_tbit` ids) of the terminals the parser can shift from ``stack``, after
+        their reductions: :meth:`_shiftable_top` of its top state over its parent."""
+        return self._shiftable_top(self._stk_parent[stack], self._stk_state[stack], depth)
+
+    def _shiftable_top(self, parent: Stack, q: int, depth: int) -> int:
+        """:meth:`_shiftable` of the stack ``parent`` + LR state ``q``, which need not be interned.
+
+        The terminals of one reduction share the stack it leads to, so: the shifts of ``q``, plus,
+        per distinct reduction, the terminals that reduce by it among those shiftable from the
+        reduced stack — again an interned parent plus a goto state, so nothing is interned (deep
+        nesting keeps one stack per token); memoised by (parent, state).  A reduction of an empty
+        rule pushes onto ``q`` itself, which is then interned; past 32 chained reductions (a
+        right-recursive rule closing) each terminal is probed on its own (:meth:`_can_shift`)."""
+        key = (parent, q)
+        r = self._shift_memo.get(key)
+        if r is not None:
+            return r
+        shifts, reductions = self._lr_groups(q)
+        r = shifts
+        actions = self.table.actions
+        for act, bits in reductions:
+            k = act[1]
+            if depth >= 32:
+                here = self.push(parent, q)
+                for name, b in self._lr_tbit().items():
+                    if bits >> b & 1 and self._can_shift(here, name):
+                        r |= 1 << b
+                continue
+            if k == 0:
+                base = self.push(parent, q)
+            else:
+                base = parent
+                for _ in range(k - 1):
+                    base = self._stk_parent[base]
+            goto = actions[self._stk_state[base]][act[2]][1]
+            r |= self._shiftable_top(base, goto, depth + 1) & bits
+        self._shift_memo[key] = r
+        return r
+
+    def _lr_tbit(self) -> dict[str, int]:
+        """A bit per terminal of the lexer contexts (the ids of :meth:`_shiftable`'s bit sets): every
+        terminal the parser can shift in an LR state is in that state's context (Lark's contextual
+        lexer), so other symbols of the parse table (rules, ``$END``) need none."""
+        t = self.__dict__.get("_tbit")
+        if t is None:
+            names = dict.fromkeys(term.name for terms, *_ in self._ctx_specs for term in terms)
+            t = self._tbit = {n: i for i, n in enumerate(names)}
+        return t
+
+    def _lr_groups(self, q: int) -> tuple[int, list[tuple[tuple, int]]]:
+        """(shifted terminals, [(reduction, terminals reduced by it)]) of LR state ``q``, as bit sets."""
+        g = self._groups_memo.get(q)
+        if g is None:
+            tbit = self._lr_tbit()
+            shifts = 0
+            red: dict[tuple, int] = {}
+            for sym, act in self.table.actions[q].items():
+                b = tbit.get(sym)
+                if b is None:
+                    continue  # a nonterminal (goto)
+                if act[0] == "s":
+                    shifts |= 1 << b
+                else:
+                    red[act] = red.get(act, 0) | 1 << b
+            g = self._groups_memo[q] = (shifts, list(red.items()))
+        return g
 
     def _can_shift(self, stack: Stack, term: str) -> bool:
         """Can the parser shift ``term`` from ``stack`` (after its reductions)?  Runs the reductions
@@ -404,6 +498,7 @@ class CompiledGrammar:
         self._stk_index = {(-1, self.table.start_state): 0}
         self._feed_memo = {}
         self._allowed_memo = {}
+        self._shift_memo = {}
         self._multi = []
         self._multi_index = {}
         self._close_memo = {}
@@ -444,10 +539,14 @@ class CompiledGrammar:
         are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
         dfa = self.ctx(cid)
         if d != START and dfa.is_start[d]:
-            return self._guarded_root_walk(cid, d)
+            return self._derived_root_walk(cid, d, START)
         first_ok = dfa.table[d] != DEAD  # (256,)
-        cand = self._content[first_ok[self._first]]
-        if cand.size * 4 < self._content.size:
+        n_cand = int(self._first_hist[first_ok].sum())
+        ref = self._reference_root(cid, d, min(n_cand, self._content.size // 4))
+        if ref is not None:
+            return self._derived_root_walk(cid, d, ref)
+        if n_cand * 4 < self._content.size:
+            cand = self._content[first_ok[self._first]]
             node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
             srt = np.argsort(node.end_tok, kind="stable")
             node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
@@ -484,22 +583,59 @@ class CompiledGrammar:
             lo, hi = self._fin_at[pos]
             if hi > lo:
                 end_s[lo:hi] = nxt[lo:hi]
-        live = np.flatnonzero((end_s != DEAD) & (end_s != sink))
         groups = self._groups(dfa, self._order, b_i, b_p, b_w)
-        tok = self._order[live]
-        srt = np.argsort(tok, kind="stable")
-        return WalkNode(tok[srt], end_s[live][srt].astype(np.int32), groups, {})
+        # end states by token id (0: dead or not ending here): the ending tokens come out sorted
+        # by id without a sort (the dense array itself is built by _fill when used: cache files
+        # of warm grammars stay small)
+        end_s[end_s == sink] = DEAD
+        dense = np.zeros(self.vocab_size, dtype=np.int32)
+        dense[self._order] = end_s
+        tok = np.flatnonzero(dense).astype(np.int32)
+        return WalkNode(tok, dense[tok], groups, {})
 
-    def _guarded_root_walk(self, cid: int, d: int) -> WalkNode:
-        """The root walk from ``d``, the empty lexeme under a guard, derived from the walk from START.
+    def _reference_root(self, cid: int, d: int, budget: int) -> int | None:
+        """A state of context ``cid`` whose root walk is built and from which :meth:`_derived_root_walk`
+        derives ``d``'s walking fewer than ``budget`` tokens (those whose first byte leads ``d``
+        elsewhere than it leads the reference); the cheapest of the last 256 walked, or None.
 
-        A token whose first byte leads ``d`` where it leads START (the guard died on that byte, or
-        never mattered) walks the same states from there on: its ends and forks are START's.  Only
-        the tokens whose first byte differs (e.g. digits after a number that might go on) are walked.
-        Forks none of those tokens join keep START's token sets, so their child walks are shared."""
+        Inside a keyword or a key of an object, where a NAME or any string may also go on, most
+        first bytes leave only the general terminal alive, the same state from either prefix."""
         dfa = self.ctx(cid)
-        base = self.root(cid, START)
-        differs = dfa.table[d] != dfa.table[START]  # (256,) bool
+        cands: list[int] = []
+        if self._share:
+            fp = (self.vocab.fingerprint(), self.eos_ids)
+            for k in reversed(dfa.shared_walks):
+                if k[:2] == fp and k[2] != d:
+                    cands.append(k[2])
+                    if len(cands) >= 256:
+                        break
+        else:
+            for c, s in reversed(self._roots):
+                if c == cid and s != d:
+                    cands.append(s)
+                    if len(cands) >= 256:
+                        break
+        if not cands:
+            return None
+        row = dfa.table[d]
+        # tokens to walk from ``d`` per reference: first byte live from ``d`` and leading elsewhere
+        differs = (dfa.table[np.asarray(cands)] != row) & (row != DEAD)  # (n_cands, 256)
+        cost = differs.astype(np.int64) @ self._first_hist
+        best = int(np.argmin(cost))
+        return cands[best] if cost[best] < budget else None
+
+    def _derived_root_walk(self, cid: int, d: int, ref: int) -> WalkNode:
+        """The root walk from ``d``, derived from the root walk from state ``ref`` of the same context.
+
+        A token whose first byte leads ``d`` where it leads ``ref`` walks the same states from there
+        on: its ends and forks are ``ref``'s.  Only the tokens whose first byte leads elsewhere (and
+        is not dead from ``d``) are walked.  Used for the empty lexeme under a guard (``ref`` = START:
+        the guard died on most bytes, or never mattered) and for a state with a reference from
+        :meth:`_reference_root`.  Forks none of the walked tokens join keep ``ref``'s token sets, so
+        their child walks are shared."""
+        dfa = self.ctx(cid)
+        base = self.root(cid, ref)
+        differs = dfa.table[d] != dfa.table[ref]  # (256,) bool
         keep_tok = np.ones(self.vocab_size, dtype=bool)
         keep_tok[self._content] = ~differs[self._first]
         keep = keep_tok[base.end_tok]
@@ -513,14 +649,15 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        extra = self._content[differs[self._first]]
+        extra = self._content[(differs & (dfa.table[d] != DEAD))[self._first]]
         if extra.size:
             part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
-            if part.end_tok.size:
-                end_tok = np.concatenate([end_tok, part.end_tok])
-                end_state = np.concatenate([end_state, part.end_state])
-                srt = np.argsort(end_tok, kind="stable")
-                end_tok, end_state = end_tok[srt].astype(np.int32), end_state[srt].astype(np.int32)
+            if part.end_tok.size:  # merged by token id (the two sets are disjoint)
+                dense = np.zeros(self.vocab_size, dtype=np.int32)
+                dense[end_tok] = end_state
+                dense[part.end_tok] = part.end_state
+                end_tok = np.flatnonzero(dense).astype(np.int32)
+                end_state = dense[end_tok]
             for fid, (t, o) in part.groups.items():
                 if fid in groups:
                     same.discard(fid)
@@ -541,15 +678,21 @@ class CompiledGrammar:
         bp = np.concatenate([np.full(a.size, p, dtype=np.int32) if np.isscalar(p) else p
                              for a, p in zip(b_i, b_p)]).astype(np.int32)
         bw = np.concatenate(b_w)
-        tk = toks[bi]
-        for fid in np.unique(bw):
-            sel = bw == fid
-            t, o = tk[sel], bp[sel]
-            ok = dfa.fork_ok_byte[int(fid)][self._bytes[t, o]]
-            if not ok.all():
-                t, o = t[ok], o[ok]
-            if t.size:
-                groups[int(fid)] = (t, o)
+        # one stable sort by fork id; each fork's entries are then a slice, in walk order
+        order = np.argsort(bw.astype(np.int16) if len(dfa.forks) < 1 << 15 else bw, kind="stable")  # int16: radix
+        bw, tk, bp = bw[order], toks[bi[order]], bp[order]
+        # the next lexeme's first byte may already fire the fork's guard: those entries go
+        nb = self._bytes[tk, bp]
+        cuts = np.flatnonzero(bw[1:] != bw[:-1]) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), bw.size]
+        for lo, hi in zip(starts, ends):
+            fid = int(bw[lo])
+            ok = dfa.fork_ok_byte[fid][nb[lo:hi]]
+            if ok.all():
+                groups[fid] = (tk[lo:hi], bp[lo:hi])
+            elif ok.any():
+                groups[fid] = (tk[lo:hi][ok], bp[lo:hi][ok])
         return groups
 
     def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
@@ -1011,8 +1154,8 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_roots", "_stk_parent",
-    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_first_hist", "_roots", "_stk_parent",
+    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 

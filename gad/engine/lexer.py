@@ -71,8 +71,11 @@ class TerminalAutomaton:
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
+    _na: dict[int, bool] = field(default_factory=dict, repr=False)
     _ascii: np.ndarray | None = field(default=None, repr=False)
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
+    _rows: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    _class_list: tuple[list[int], list[tuple[int, int]]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -127,7 +130,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_ascii": None, "_prefixes": None}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_rows": {},
+                "_class_list": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -136,6 +140,33 @@ class TerminalAutomaton:
         if r is None:
             alpha = self.fsm.alphabet
             r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
+        return r
+
+    def ascii_partition(self, state: int) -> tuple[int, ...]:
+        """``(128,)`` representative (first) byte of each ASCII byte's class at ``state``: bytes that
+        lead ``state`` to the same next state (or all to death) are one class."""
+        r = self._rows.get(state)
+        if r is None:
+            trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
+            cls, class_first = self._ascii_class_list()
+            live = self.live
+            rep_of: dict[object, int] = {}  # next state (None: dead) -> first byte leading there
+            class_rep = {}
+            for c, b in class_first:  # alphabet classes by their first ASCII byte
+                t = trans.get(c)
+                class_rep[c] = rep_of.setdefault(t if t is not None and t in live else None, b)
+            r = self._rows[state] = tuple([class_rep[c] for c in cls])
+        return r
+
+    def _ascii_class_list(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """(alphabet class of each ASCII byte, [(class, its first ASCII byte)] in byte order)."""
+        r = self._class_list
+        if r is None:
+            cls = self.ascii_classes().tolist()
+            first: dict[int, int] = {}
+            for b, c in enumerate(cls):
+                first.setdefault(c, b)
+            r = self._class_list = (cls, list(first.items()))
         return r
 
     def step(self, state: int, ch: str | object) -> int:
@@ -172,9 +203,19 @@ class TerminalAutomaton:
 
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
-        if self.step(state, anything_else) >= 0:
-            return True
-        return any(self.step(state, c) >= 0 for c in self.nonascii)
+        r = self._na.get(state)
+        if r is None:
+            r = self.step(state, anything_else) >= 0 or any(self.step(state, c) >= 0 for c in self.nonascii)
+            self._na[state] = r
+        return r
+
+
+def _ascii_reps(classes: list[np.ndarray]) -> list[int]:
+    """Representative (first) byte of each ASCII byte's class, given each automaton's ``(128,)``
+    alphabet classes: bytes with equal classes in every automaton are one class."""
+    cols = np.stack(classes, axis=1).tolist()  # (128, n_automata)
+    first: dict[tuple[int, ...], int] = {}
+    return [first.setdefault(tuple(c), b) for b, c in enumerate(cols)]
 
 
 class LexerDFA:
@@ -213,6 +254,7 @@ class LexerDFA:
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
+    _pend_memo: tuple[np.ndarray, list[int]] | None  # byte classes inside a character (_pend_classes)
 
     def __init__(self, terminals: list[TerminalAutomaton], ignore: list[bool],
                  unless: dict[int, list[int]], n_main: int | None = None,
@@ -272,7 +314,11 @@ class LexerDFA:
                                        for t, st in zip(self.terms[:self.n_main], main)):
                 return None
             n, lo, hi = lead
-            if self.explicit_nonascii and self._explicit_prefix(key, bytes([b])):
+            # terminals that cannot read any non-ASCII character here are dead after this one: cut
+            # them now, so that the states inside a character do not copy every ASCII-only state
+            # (the keys of an object: one set of them per key prefix otherwise)
+            main = tuple(st if st >= 0 and t.nonascii_live(st) else -1 for t, st in zip(self.terms, main))
+            if self.explicit_nonascii and self._explicit_prefix((main, best, guard, pend), bytes([b])):
                 return (main, best, guard, (bytes([b]),))
             return (main, best, guard, (n, lo, hi))
         if isinstance(pend[0], bytes):  # the bytes so far of a character some automaton names
@@ -356,14 +402,11 @@ class LexerDFA:
         return ok
 
     def _byte_classes(self) -> list[int]:
-        """Representative byte of each byte's equivalence class (bytes every terminal treats alike)."""
+        """Representative byte of each byte >= 0x80's class inside a UTF-8 character (continuation
+        bytes by the lead-byte ranges of RFC 3629 they fit, each on its own where an automaton names
+        non-ASCII characters); entries below 0x80 are unused (ASCII bytes are dead there)."""
         sig_to_rep: dict[tuple, int] = {}
-        rep = [0] * 256
-        terms = list(self._uni.values())
-        if terms:  # ASCII: bytes whose columns of alphabet classes are equal, vectorised
-            cols = np.stack([t.ascii_classes() for t in terms], axis=1)  # (128, n_terms)
-            _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
-            rep[:0x80] = first[inverse.reshape(-1)].tolist()
+        rep = list(range(256))
         for b in range(0x80, 256):
             sig: tuple
             if b in _LEAD:
@@ -375,13 +418,13 @@ class LexerDFA:
             rep[b] = sig_to_rep.setdefault(sig, b)
         return rep
 
-    def _state_classes(self, key: tuple) -> tuple[list[int], list[int]]:
-        """(representative of each byte, the representatives) for state ``key``: bytes that every
-        automaton still alive in it (its live terminals and its guard's) treats alike step alike, so
-        only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
+    def _state_classes(self, key: tuple) -> tuple[np.ndarray, list[int]]:
+        """(``(256,)`` representative of each byte, the representatives) for state ``key``: bytes that
+        every automaton still alive in it (its live terminals and its guard's) treats alike step alike,
+        so only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
         main, _, guard, pend = key
-        if pend:  # inside a UTF-8 character: only continuation bytes matter, ASCII bytes are dead
-            return self._rep, self._reps
+        if pend:  # inside a UTF-8 character: only continuation bytes matter, the others are dead
+            return self._pend_classes()
         alive = tuple(j for j, st in enumerate(main) if st >= 0)
         # bytes >= 0x80: dead unless a live terminal can read a non-ASCII character here; then lead
         # bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters an
@@ -391,32 +434,81 @@ class LexerDFA:
         if hi_live and self.explicit_nonascii:
             leads = frozenset().union(*(self.terms[j].explicit_leads() for j in alive),
                                       *(self._uni[n].explicit_leads() for n, _ in guard))
-        mk = (alive, frozenset(n for n, _ in guard), hi_live, leads)
+        # ASCII bytes that lead every automaton alive here (its terminals and its guard's) to the
+        # same next state step alike: one class per distinct combination of their partitions
+        parts = frozenset([self._partition(self.terms[j], main[j]) for j in alive]
+                          + [self._partition(self._uni[n], gs) for n, gs in guard])
+        mk = (parts, hi_live, leads)
         r = self._class_memo.get(mk)
         if r is None:
-            autos = [self.terms[j] for j in mk[0]] + [self._uni[n] for n in sorted(mk[1])]
-            rep = [0] * 256
-            if autos:
-                cols = np.stack([a.ascii_classes() for a in autos], axis=1)  # (128, n_alive)
-                _, first, inverse = np.unique(cols, axis=0, return_index=True, return_inverse=True)
-                rep[:0x80] = first[inverse.reshape(-1)].tolist()
-            by_class: dict[object, int] = {}
-            for b in range(0x80, 256):
-                lead = _LEAD.get(b)
-                sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
-                rep[b] = by_class.setdefault(sig, b)
-            r = self._class_memo[mk] = (rep, sorted(set(rep)))
+            low = self._low_memo.get(parts)
+            if low is None:
+                if len(parts) == 1:
+                    low = list(self._part_reps[next(iter(parts))])
+                elif parts:
+                    cols = zip(*(self._part_reps[p] for p in sorted(parts)))
+                    first: dict[tuple[int, ...], int] = {}
+                    low = [first.setdefault(c, b) for b, c in enumerate(cols)]
+                else:
+                    low = [0] * 0x80
+                self._low_memo[parts] = low
+            high = self._high_memo.get((hi_live, leads))
+            if high is None:
+                by_class: dict[object, int] = {}
+                high = []
+                for b in range(0x80, 256):
+                    lead = _LEAD.get(b)
+                    sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
+                    high.append(by_class.setdefault(sig, b))
+                self._high_memo[(hi_live, leads)] = high
+            rep = low + high
+            r = self._class_memo[mk] = (np.asarray(rep, dtype=np.intp), sorted(set(rep)))
         return r
+
+    def _partition(self, a: TerminalAutomaton, st: int) -> int:
+        """Id (within this automaton) of :meth:`TerminalAutomaton.ascii_partition` of ``a`` at ``st``."""
+        key = (a.name, st)  # a name stands for one automaton within a context (and across its guards)
+        r = self._part_of.get(key)
+        if r is None:
+            rep = a.ascii_partition(st)
+            r = self._part_ids.get(rep)
+            if r is None:
+                r = self._part_ids[rep] = len(self._part_reps)
+                self._part_reps.append(rep)
+            self._part_of[key] = r
+        return r
+
+    def _pend_classes(self) -> tuple[np.ndarray, list[int]]:
+        """The byte classes of a state inside a UTF-8 character: the continuation bytes by their
+        class (:meth:`_byte_classes`), every other byte with the dead byte 0x00 (ASCII and lead
+        bytes cannot go on a character: :meth:`_step` returns None for them)."""
+        memo = self._pend_memo
+        if memo is None:
+            rep = np.zeros(256, dtype=np.intp)
+            rep[0x80:0xC0] = self._rep[0x80:0xC0]
+            memo = self._pend_memo = (rep, sorted({0, *self._rep[0x80:0xC0]}))
+        return memo
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
         self._keys: list = [None, start]
         self._index: dict = {start: START}
-        self.rows: list[list[int]] = [[DEAD] * 256, []]
+        # rows[s][b]: the table as tuples of ints (scalar steps; a tuple of ints is not followed by
+        # Python's garbage collector, which otherwise visits 256 slots per state at every full pass)
+        self.rows: list[tuple[int, ...]] = [(DEAD,) * 256, ()]
         self._fork_list: list[int] = [-1, -1]
         self._rep = self._byte_classes()
-        self._reps = sorted(set(self._rep))
-        self._class_memo: dict[tuple, tuple[list[int], list[int]]] = {}
+        self._class_memo: dict[tuple, tuple[np.ndarray, list[int]]] = {}
+        self._low_memo: dict[frozenset[int], list[int]] = {}  # ASCII representatives by partitions
+        self._high_memo: dict[tuple[bool, frozenset[int]], list[int]] = {}  # bytes >= 0x80
+        self._pend_memo = None
+        # ASCII partitions of terminal automata states (TerminalAutomaton.ascii_partition), interned
+        self._part_of: dict[tuple[str, int], int] = {}
+        self._part_ids: dict[tuple[int, ...], int] = {}
+        self._part_reps: list[tuple[int, ...]] = []
+        # rows of the states explored since the last _finish (the dead state's to begin with)
+        self._fresh: dict[int, np.ndarray] = {DEAD: np.zeros(256, dtype=np.int32)}
+        self._succ: dict[int, set[int]] = {}  # their successor states (DEAD left out)
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -441,7 +533,7 @@ class LexerDFA:
         j = len(self._keys)
         self._index[key] = j
         self._keys.append(key)
-        self.rows.append([])
+        self.rows.append(())
         self._fork_list.append(self._fork(key))
         self._reach_list.append(0)
         return j
@@ -449,20 +541,38 @@ class LexerDFA:
     def _explore(self, first: int) -> None:
         """Build the rows of every state from ``first`` on (new ones are appended as found)."""
         i = max(first, START)
-        while i < len(self._keys):
-            key = self._keys[i]
+        keys, index, fresh, succ = self._keys, self._index, self._fresh, self._succ
+        while i < len(keys):
+            key = keys[i]
+            pend = key[3]
+            if pend and not isinstance(pend[0], bytes):
+                # inside a character no automaton names: every byte of the allowed range steps alike
+                # (only the count of continuation bytes still needed matters), every other one is dead
+                _, lo, hi = pend
+                nk = self._step(key, lo)
+                j = DEAD
+                if nk is not None:
+                    found = index.get(nk)
+                    j = self._add(nk) if found is None else found
+                row = np.zeros(256, dtype=np.int32)
+                row[lo:hi + 1] = j
+                fresh[i] = row
+                succ[i] = {j} - {DEAD}
+                self.rows[i] = tuple(row.tolist())
+                i += 1
+                continue
             rep, reps = self._state_classes(key)
-            out: dict[int, int] = {}
+            vals = np.zeros(256, dtype=np.int32)  # target state by representative byte
             for b in reps:
                 nk = self._step(key, b)
                 if nk is None:
-                    out[b] = DEAD
                     continue
-                j = self._index.get(nk)
-                if j is None:
-                    j = self._add(nk)
-                out[b] = j
-            self.rows[i] = [out[rep[b]] for b in range(256)]
+                found = index.get(nk)
+                vals[b] = self._add(nk) if found is None else found
+            row = vals[rep]
+            fresh[i] = row
+            succ[i] = set(vals[reps].tolist()) - {DEAD}
+            self.rows[i] = tuple(row.tolist())
             i += 1
         self._finish(first)
 
@@ -470,7 +580,8 @@ class LexerDFA:
         """Extend the arrays with the states from ``first`` on (older states never change)."""
         n = len(self._keys)
         old = self.n_states
-        new_rows = np.asarray(self.rows[old:n], dtype=np.int32).reshape(-1, 256)
+        fresh = self._fresh
+        new_rows = np.stack([fresh[s] for s in range(old, n)]) if n > old else np.zeros((0, 256), dtype=np.int32)
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
         # vectorised walk keeps dead tokens out of every later fork
@@ -489,7 +600,7 @@ class LexerDFA:
         for s in range(lo, n):
             f = self._fork_list[s]
             reach[s] = 1 << self.forks[f][0] if f >= 0 else 0
-        succ = {s: set(self.rows[s]) - {DEAD} for s in range(lo, n)}
+        succ = self._succ
         changed = True
         while changed:
             changed = False
@@ -510,6 +621,8 @@ class LexerDFA:
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1
+        self._fresh = {}
+        self._succ = {}
 
     # ------------------------------------------------------------------------------------ queries
     def ok_states(self, allowed_bits: int) -> np.ndarray:

@@ -1,0 +1,201 @@
+"""The engine's shortcuts equal the plain computations they replace.
+
+* Token walks derived from another state's walk equal the plain walk of every token.  A root walk
+  from state ``d`` may be derived from the walk of a reference state of the same lexer context
+  (:meth:`CompiledGrammar._derived_root_walk`): tokens whose first byte leads both states to the
+  same state keep the reference's ends and forks, and only the others are walked.  Every derived
+  walk is compared, token by token and fork by fork, with a plain walk of the whole vocabulary
+  from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
+* The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each
+  token, byte by byte, on the automaton's rows (ends, and forks passed with the next byte not
+  firing the fork's guard).
+* The terminals the parser can shift (:meth:`CompiledGrammar.allowed_bits`, grouped by reduction)
+  equal a probe of every terminal of the context on its own (:meth:`CompiledGrammar._can_shift`).
+* Lexer automata share their states inside a UTF-8 character across ASCII-only prefixes.
+"""
+
+from __future__ import annotations
+
+import lark
+import numpy as np
+import pytest
+
+import gad
+from gad.engine.compiler import CompiledGrammar, WalkNode
+from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton
+from gad.engine.vocab import Vocabulary
+from gad.grammar import BUILTIN_DIR, Grammar
+
+KEYS = {"type": "object", "properties": {k: {"type": "string"} for k in
+                                         ("config", "configMap", "container", "count", "名前")},
+        "additionalProperties": {"type": "integer"}}
+
+
+def _as_sets(node: WalkNode) -> tuple[dict[int, int], dict[int, set[tuple[int, int]]]]:
+    ends = dict(zip(node.end_tok.tolist(), node.end_state.tolist()))
+    assert len(ends) == node.end_tok.size  # each token ends at most once
+    forks = {fid: set(zip(t.tolist(), o.tolist())) for fid, (t, o) in node.groups.items()}
+    return ends, forks
+
+
+def _plain(cg: CompiledGrammar, cid: int, d: int) -> WalkNode:
+    content = cg._content
+    return cg._walk(cid, d, content, np.zeros(content.size, dtype=np.int32))
+
+
+def _states(cg: CompiledGrammar, cid: int, limit: int) -> list[int]:
+    dfa = cg.ctx(cid)
+    keys = dfa._keys
+    real = [s for s in range(START, dfa.n_states) if not keys[s][3]]  # not inside a character
+    step = max(1, len(real) // limit)
+    return real[::step][:limit]
+
+
+def _compiled(which: str, tok) -> CompiledGrammar:
+    if which == "keys":
+        return gad.compile(Grammar.from_json_schema(KEYS), tok, cache_dir=False, warm=False)
+    return gad.compile(Grammar.from_file(BUILTIN_DIR / f"{which}.lark"), tok, cache_dir=False, warm=False)
+
+
+def _scalar_walk(cg: CompiledGrammar, cid: int, d: int, tok: np.ndarray,
+                 off: np.ndarray) -> tuple[dict[int, int], dict[int, set[tuple[int, int]]]]:
+    dfa = cg.ctx(cid)
+    ends: dict[int, int] = {}
+    forks: dict[int, set[tuple[int, int]]] = {}
+    for t, o in zip(tok.tolist(), off.tolist()):
+        data = cg.vocab.tokens[t]
+        s = d
+        for p in range(o, len(data)):
+            s = dfa.rows[s][data[p]]
+            if s == DEAD:
+                break
+            if p == len(data) - 1:
+                ends[t] = s
+            elif dfa.fork_list[s] >= 0 and dfa.fork_ok_byte[dfa.fork_list[s]][data[p + 1]]:
+                forks.setdefault(dfa.fork_list[s], set()).add((t, p + 1))
+    return ends, forks
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "keys"])
+def test_vectorised_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+    cg = _compiled(which, smollm2_tokenizer)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for cid in range(len(cg._ctx_specs))[:10]:
+        for d in _states(cg, cid, 4):
+            for size in (1, 9, 400):
+                tok = rng.choice(cg._content, size=size, replace=False)
+                off = (rng.random(size) * cg._lens[tok]).astype(np.int32)
+                assert _as_sets(cg._walk(cid, d, tok, off)) == _scalar_walk(cg, cid, d, tok, off), (cid, d)
+                checked += 1
+    assert checked > 30
+    # ... and the position-major root walk of the whole vocabulary, from the first context's start
+    content = cg._content
+    assert _as_sets(cg._root_walk(0, START)) == _scalar_walk(cg, 0, START, content, np.zeros(content.size, np.int32))
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "keys"])
+def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> None:
+    cg = _compiled(which, smollm2_tokenizer)
+    rng = np.random.default_rng(0)
+    checked = derived = 0
+    for cid in range(len(cg._ctx_specs))[:12]:
+        states = _states(cg, cid, 12)
+        for d in states:
+            want = _as_sets(_plain(cg, cid, d))
+            # whatever route root() takes (plain, first-byte candidates or a reference state) ...
+            assert _as_sets(cg.root(cid, d)) == want, (cid, d)
+            # ... and a derivation from any other state of the context, forced
+            for ref in rng.choice(states, size=min(3, len(states)), replace=False).tolist():
+                got = cg._derived_root_walk(cid, d, int(ref))
+                assert _as_sets(got) == want, (cid, d, ref)
+                derived += 1
+            checked += 1
+    assert checked > 20 and derived > 20
+
+
+def test_keys_prefixes_pick_a_reference_and_mask_as_before(smollm2_tokenizer) -> None:
+    """Inside an object's key, most tokens leave only the any-string terminal alive: the walk from a
+    longer key prefix is derived from an earlier prefix's walk, walking a few hundred tokens, and the
+    masks along a record equal those of an eager compile of the same grammar."""
+    tok = smollm2_tokenizer
+    lazy = _compiled("keys", tok)
+    eager = gad.compile(Grammar.from_json_schema(KEYS), tok, cache_dir=False, warm=True)
+    ids = tok.encode('{"configMap":"x","count":"y","zz":7}', add_special_tokens=False)
+    ml, me = lazy.matcher(), eager.matcher()
+    for t in ids:
+        assert np.array_equal(ml.mask(), me.mask())
+        assert ml.accept_token(t) and me.accept_token(t)
+    assert np.array_equal(ml.mask(), me.mask())
+    # a state deep in a key prefix has a reference whose walk differs on few first bytes
+    m = lazy.matcher()
+    assert m.accept_token(tok.encode("{", add_special_tokens=False)[0])
+    for t in tok.encode('"con', add_special_tokens=False):
+        assert m.accept_token(t)
+    stack, d = m._states[-1]
+    cid = lazy.state_ctx[lazy.top(stack)]
+    lazy.root(cid, d)
+    step = lazy.ctx(cid).table[d][ord("f")]  # '"conf'
+    ref = lazy._reference_root(cid, int(step), lazy._content.size // 4)
+    assert ref is not None
+
+
+def test_states_inside_a_character_are_shared_across_ascii_prefixes() -> None:
+    """A lead byte kills the terminals that cannot read a non-ASCII character from their state, so
+    the states inside a character after different key prefixes are one state (the any-string
+    terminal's), not one per prefix."""
+    string = TerminalAutomaton.build("S", r'"[^"]*"')
+    keys = [TerminalAutomaton.build(f"K{i}", f'"{k}"') for i, k in enumerate(("alpha", "alps", "beta"))]
+    terms = [string, *keys]
+    dfa = LexerDFA(terms, [False] * 4, {}, 4, terms)
+    after = set()
+    for prefix in (b'"a', b'"al', b'"alp', b'"b', b'"x'):  # the string automaton's state is one
+        s = START
+        for b in prefix:
+            s = dfa.rows[s][b]
+        inside = dfa.rows[s][0xC3]  # first byte of a two-byte character
+        assert inside and dfa._keys[inside][3]
+        after.add(inside)
+        # ... and reading the character completes back into the string alone
+        out = dfa.rows[inside][0xA9]
+        assert dfa._keys[out][0][1:] == (-1, -1, -1)
+    assert len(after) == 1
+    assert len(dfa._index) < 30  # 14 key prefixes and the any-string state, few inside a character
+
+
+def _probe(cg: CompiledGrammar, stack: int) -> int:
+    dfa = cg.ctx(cg.state_ctx[cg.top(stack)])
+    return sum(1 << i for i, name in enumerate(dfa.names) if not dfa.ignore[i] and cg._can_shift(stack, name))
+
+
+@pytest.mark.parametrize("which", ["json", "sql"])
+def test_allowed_bits_equal_a_probe_of_every_terminal(which: str, smollm2_tokenizer) -> None:
+    tok = smollm2_tokenizer
+    cg = _compiled(which, tok)
+    text = ('{"a": [1, -2.5e3, {"b": null}], "c": "d\\u00e9", "e": [[], {}, true]}' if which == "json" else
+            "SELECT T1.name, count(*) FROM singer AS T1 JOIN concert AS T2 ON T1.id = T2.sid "
+            "WHERE T2.year > 2014 AND NOT (T1.age < 30 OR T1.name LIKE 'a%') GROUP BY T1.name "
+            "HAVING count(*) >= 2 ORDER BY T1.name DESC LIMIT 3")
+    m = cg.matcher()
+    for t in tok.encode(text, add_special_tokens=False):
+        m.mask()
+        assert m.accept_token(t)
+    assert len(cg._allowed_memo) > (5 if which == "json" else 40)
+    for stack, bits in list(cg._allowed_memo.items()):
+        assert bits == _probe(cg, stack), stack
+
+
+def test_allowed_bits_after_a_deep_chain_of_reductions() -> None:
+    """``x: "a" x | "a"`` reduces once per ``a`` before ``;``: 300 chained reductions (past the
+    depth the grouped computation goes, where each terminal is probed on its own), and the stacks
+    interned stay linear in the input (not one per reduction per token)."""
+    parser = lark.Lark('start: x ";"\nx: "a" x | "a"\n', parser="lalr", lexer="contextual")
+    cg = CompiledGrammar(parser, Vocabulary([b"a", b";", b"a;", None], eos_ids=[3]))
+    m = cg.matcher()
+    for _ in range(300):
+        assert m.accept_token(0)
+    stack, _ = m._states[-1]
+    assert cg.allowed_bits(stack) == _probe(cg, stack)
+    assert len(cg._stk_state) < 300 * 40
+    assert m.mask().tolist() == [True, True, True, False]  # EOS (id 3) only after the ";"
+    assert m.accept_token(1) and m.is_accepting()
