@@ -19,7 +19,7 @@ def test_schema_and_regex_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["sample", "--schema", str(bad), "--prompt", "x"]) == 2
     one_line_error("bad.json")
     unsup = tmp_path / "unsup.json"
-    unsup.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}}))
+    unsup.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 1001}}}))
     assert main(["sample", "--schema", str(unsup), "--prompt", "x"]) == 2
     one_line_error("multipleOf", "#/properties/a")
     assert main(["sample", "--regex", "a(", "--prompt", "x"]) == 2
