@@ -15,18 +15,8 @@ import signal
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "maskbench"
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(_sig: int, _frame: Any) -> None:
-    raise _Timeout
+from schema_coverage import DEFAULT_DATA, _alarm, _Timeout  # the same data folder and time limit
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,39 +9,17 @@ import json
 import re
 import warnings
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gad
-from gad.engine.vocab import Vocabulary
 from gad.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar import Grammar
-from gad.grammar.json_schema import FORMATS, convert, format_checker
-
-BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
-
-
-class Checker:
-    """A schema's grammar compiled over single bytes: ``accepts(text)`` runs gad's matcher."""
-
-    def __init__(self, schema, **kw) -> None:
-        self.sg = convert(schema, **kw)
-        self.grammar = Grammar.from_string(self.sg.lark_text)
-        self.cg = gad.compile(self.grammar, BYTES, cache_dir=False)
-
-    def accepts(self, text: str) -> bool:
-        m = self.cg.matcher()
-        return m.accept_bytes(text.encode("utf-8")) and m.is_accepting()
-
-    def accepts_value(self, value, indent=None) -> bool:
-        return self.accepts(self.sg.dumps(value, indent=indent))
-
-
-def oracle(schema, value) -> bool:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=format_checker()).is_valid(value)
+from gad.grammar.json_schema import FORMATS, convert
+from gad.testing.schemas import BYTES
+from gad.testing.schemas import SchemaChecker as Checker
+from gad.testing.schemas import schema_oracle as oracle
 
 
 def test_object_order_required_additional():

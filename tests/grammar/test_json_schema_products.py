@@ -13,39 +13,15 @@ import re
 from decimal import Decimal, InvalidOperation
 
 import interegular
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import gad
-from gad.engine.vocab import Vocabulary
 from gad.errors import EmptyLanguageError, UnsupportedSchemaError
-from gad.grammar import Grammar
 from gad.grammar.automata import fsm_regex, minimize, regex_fsm
-from gad.grammar.json_schema import convert, format_checker
-
-BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
-
-
-class Checker:
-    """A schema's grammar compiled over single bytes: ``accepts(text)`` runs gad's matcher."""
-
-    def __init__(self, schema, **kw) -> None:
-        self.sg = convert(schema, **kw)
-        self.cg = gad.compile(Grammar.from_string(self.sg.lark_text), BYTES, cache_dir=False)
-
-    def accepts(self, text: str) -> bool:
-        m = self.cg.matcher()
-        return m.accept_bytes(text.encode("utf-8")) and m.is_accepting()
-
-    def accepts_value(self, value, indent=None) -> bool:
-        return self.accepts(self.sg.dumps(value, indent=indent))
-
-
-def oracle(schema, value) -> bool:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=format_checker()).is_valid(value)
+from gad.grammar.json_schema import convert
+from gad.testing.schemas import SchemaChecker as Checker
+from gad.testing.schemas import schema_oracle as oracle
 
 
 def _objects(keys, values, max_len=3):

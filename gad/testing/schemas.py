@@ -1,0 +1,44 @@
+"""Checking JSON Schema translations at the text level: gad's matcher over single bytes beside ``jsonschema``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+import gad
+from gad.engine.vocab import Vocabulary
+from gad.grammar import Grammar
+from gad.grammar.json_schema import convert, format_checker
+
+#: A vocabulary of the 256 single bytes and EOS (id 256): masks over it are byte-level languages.
+BYTES = Vocabulary(tokens=tuple(bytes([i]) for i in range(256)) + (None,), eos_ids=(256,), name="bytes")
+
+
+class SchemaChecker:
+    """A schema's grammar (:func:`gad.grammar.json_schema.convert`, keyword arguments passed on)
+    compiled over :data:`BYTES`: ``accepts(text)`` runs gad's matcher over the text's UTF-8 bytes and
+    asks for an accepting end; ``accepts_value(v)`` checks ``v`` written by the grammar's ``dumps``.
+
+    Raises:
+        UnsupportedSchemaError, InvalidSchemaError, EmptyLanguageError: as ``convert`` / ``Grammar``.
+    """
+
+    def __init__(self, schema: Any, **kw: Any) -> None:
+        self.sg = convert(schema, **kw)
+        self.grammar = Grammar.from_string(self.sg.lark_text)
+        self.cg = gad.compile(self.grammar, BYTES, cache_dir=False)
+
+    def accepts(self, text: str) -> bool:
+        m = self.cg.matcher()
+        return m.accept_bytes(text.encode("utf-8")) and m.is_accepting()
+
+    def accepts_value(self, value: Any, indent: int | None = None) -> bool:
+        return self.accepts(self.sg.dumps(value, indent=indent))
+
+
+def schema_oracle(schema: Any, value: Any) -> bool:
+    """``jsonschema``'s verdict on ``value`` (the schema's own draft, 2020-12 by default, with gad's
+    format checker)."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return bool(cls(schema, format_checker=format_checker()).is_valid(value))
