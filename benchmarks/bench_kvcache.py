@@ -24,6 +24,8 @@ import statistics
 import time
 from pathlib import Path
 
+from bench_threads import step_seconds  # one timed decoding loop for both benchmarks
+
 import gad
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,13 +54,7 @@ def _gad_loop(lm, prompt: list[int], batch: int, steps: int, shared: bool) -> fl
     saved = lm.shared_prefix
     lm.shared_prefix = shared and saved
     try:
-        s = lm.session(prompt, batch=batch)
-        s.logprobs()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            s.append([28] * batch)
-            s.logprobs()
-        return (time.perf_counter() - t0) / steps
+        return step_seconds(lm, prompt, batch, steps)
     finally:
         lm.shared_prefix = saved
 
