@@ -233,6 +233,15 @@ class _Odometer(Randomness):
         self.prob *= probs[opts[c]]
         return opts[c]
 
+    def next_script(self):
+        """The script of the next run in odometer order (the last choice point with options left
+        moves on, later ones restart at 0), or None when every run has been replayed."""
+        choices = self.script + [0] * (len(self.sizes) - len(self.script))
+        i = len(choices) - 1
+        while i >= 0 and choices[i] == self.sizes[i] - 1:
+            i -= 1
+        return None if i < 0 else choices[:i] + [choices[i] + 1]
+
     def token(self, slot, cdf):
         w = np.diff(np.concatenate([[0.0], cdf])) / cdf[-1]
         return self._choose(w)
@@ -272,13 +281,9 @@ def test_smc_z_hat_unbiased_exactly(toy, particles, est_name, k, threshold) -> N
         runs += 1
         total_p += r.prob
         expect += r.prob * (math.exp(res.log_z_hat) if res.log_z_hat > -math.inf else 0.0)
-        choices = script + [0] * (len(r.sizes) - len(script))
-        i = len(choices) - 1
-        while i >= 0 and choices[i] == r.sizes[i] - 1:
-            i -= 1
-        if i < 0:
+        script = r.next_script()
+        if script is None:
             break
-        script = choices[:i] + [choices[i] + 1]
     assert total_p == pytest.approx(1.0, abs=1e-12)
     assert expect == pytest.approx(e.Z, rel=1e-12)
     assert runs > 1
@@ -363,13 +368,9 @@ def test_smc_proposal_draws_follow_the_proposal_law_exactly(toy, threshold) -> N
         assert d.log_z0 == pytest.approx(lz, abs=1e-12)
         assert d.log_weight == (pytest.approx(la, abs=1e-12) if d.finished else -math.inf)
         assert 0 <= res.proposal_rows <= res.compute.model_rows
-        choices = script + [0] * (len(r.sizes) - len(script))
-        i = len(choices) - 1
-        while i >= 0 and choices[i] == r.sizes[i] - 1:
-            i -= 1
-        if i < 0:
+        script = r.next_script()
+        if script is None:
             break
-        script = choices[:i] + [choices[i] + 1]
     assert total_p == pytest.approx(1.0, abs=1e-12)
     assert set(law) == set(paths)
     for key, (lq, _, _) in paths.items():
