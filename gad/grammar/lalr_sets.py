@@ -19,7 +19,7 @@ from typing import Any
 from lark.parsers import grammar_analysis as _ga
 from lark.parsers import lalr_parser as _lalr_parser
 
-from gad.grammar.lalr_table import FastLALRAnalyzer
+from gad.grammar.lalr_table import FastLALRAnalyzer, nullable_symbols
 
 
 def calculate_sets(rules: Sequence[Any]) -> tuple[dict[Any, set], dict[Any, set], set]:
@@ -34,32 +34,7 @@ def calculate_sets(rules: Sequence[Any]) -> tuple[dict[Any, set], dict[Any, set]
     first: dict[Any, set] = {s: ({s} if s.is_term else set()) for s in symbols}
     follow: dict[Any, set] = {s: set() for s in symbols}
 
-    # NULLABLE: a rule fires when its count of non-nullable body symbols drops to 0
-    nullable: set = set()
-    waiting: dict[Any, list[int]] = {}
-    left = []
-    todo = []
-    for k, rule in enumerate(rules):
-        n = 0
-        for sym in rule.expansion:
-            if sym.is_term:
-                n = -1
-                break
-            n += 1
-            waiting.setdefault(sym, []).append(k)
-        left.append(n)
-        if n == 0:
-            todo.append(rule.origin)
-    while todo:
-        x = todo.pop()
-        if x in nullable:
-            continue
-        nullable.add(x)
-        for k in waiting.get(x, ()):
-            if left[k] > 0:
-                left[k] -= 1
-                if left[k] == 0:
-                    todo.append(rules[k].origin)
+    nullable = nullable_symbols(rules)
 
     # edges: FIRST(origin) ⊇ FIRST(Y_i) for each nullable-prefixed Y_i; FOLLOW(Y_i) ⊇ FOLLOW(origin)
     # when the rest is nullable; FOLLOW(Y_i) ⊇ FIRST(Y_j) when Y_{i+1..j-1} are nullable

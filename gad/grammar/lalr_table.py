@@ -46,18 +46,36 @@ class FastLALRAnalyzer:
         self.parse_table = table
 
 
-def _nullable(rules: Sequence[Rule]) -> set[str]:
-    """Names of the nonterminals deriving the empty string (a fixpoint over rule bodies)."""
-    out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for r in rules:
-            o = r.origin.name
-            if o not in out and all((not s.is_term) and s.name in out for s in r.expansion):
-                out.add(o)
-                changed = True
-    return out
+def nullable_symbols(rules: Sequence[Any]) -> set:
+    """The nonterminals (Lark symbol objects) of ``rules`` deriving the empty string: each rule waits
+    on its count of body symbols not yet known nullable and fires at 0 (linear in the rules' size;
+    a terminal in the body means never)."""
+    nullable: set = set()
+    waiting: dict[Any, list[int]] = {}
+    left = []
+    todo = []
+    for k, rule in enumerate(rules):
+        n = 0
+        for sym in rule.expansion:
+            if sym.is_term:
+                n = -1
+                break
+            n += 1
+            waiting.setdefault(sym, []).append(k)
+        left.append(n)
+        if n == 0:
+            todo.append(rule.origin)
+    while todo:
+        x = todo.pop()
+        if x in nullable:
+            continue
+        nullable.add(x)
+        for k in waiting.get(x, ()):
+            if left[k] > 0:
+                left[k] -= 1
+                if left[k] == 0:
+                    todo.append(rules[k].origin)
+    return nullable
 
 
 def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | None:
@@ -80,7 +98,7 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
                 return None
     roots = [Rule(NonTerminal("$root_" + s), [NonTerminal(s)]) for s in starts]
     all_rules = rules + roots
-    nullable = _nullable(rules)
+    nullable = {s.name for s in nullable_symbols(rules)}
 
     # items: next symbol name (None when satisfied), whether it is a nonterminal, owning rule
     base: list[int] = []
