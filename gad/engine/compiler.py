@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,16 @@ def _code_version() -> str:
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
 
+# token walks: a root walk with at most this many candidate tokens (first byte live) walks them
+# without looking for a reference walk to derive it from; a walk of at most FEW_WALK_TOKENS tokens
+# steps them one by one (measured on MaskBench, SmolLM2: below these, numpy's per-call cost dominates)
+FEW_ROOT_TOKENS = 256
+FEW_WALK_TOKENS = 24
+# a root walk with at most TRIE_ROOT_TOKENS candidates first searches the byte trie, giving up past
+# TRIE_WALK_BUDGET live nodes
+TRIE_ROOT_TOKENS = 8192
+TRIE_WALK_BUDGET = 256
+
 
 @dataclass
 class WalkNode:
@@ -71,6 +82,9 @@ class WalkNode:
             the next lexeme would start.  The same tokens also go on in the current lexeme.
         children: ``(fork id, next context id) -> WalkNode`` built on first use.
         dense_end: ``(vocab,)`` end states (0 = not ending here), built on first use for large sets.
+        end_states: ``(k,)`` the distinct end states, and ``dense_any``: ``(vocab,)`` bool, the tokens
+            ending here (both built with ``dense_end``): where every end state can still close as an
+            allowed terminal — inside a string, all of them — the mask takes ``dense_any`` whole.
     """
 
     end_tok: np.ndarray
@@ -78,6 +92,8 @@ class WalkNode:
     groups: dict[int, tuple[np.ndarray, np.ndarray]]
     children: dict[tuple[int, int], WalkNode]
     dense_end: np.ndarray | None = None
+    end_states: np.ndarray | None = None
+    dense_any: np.ndarray | None = None
 
 
 class _ParseTable:
@@ -215,7 +231,7 @@ class CompiledGrammar:
             while len(_VOCAB_TABLES) > 4:
                 _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
         (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
-         self._fin_at, self._first, self._first_hist) = hit
+         self._fin_at, self._first, self._first_hist, self._by_first, self._first_off) = hit
 
     def _vocab_tables(self) -> tuple:
         """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
@@ -237,9 +253,12 @@ class CompiledGrammar:
         fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
         first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
         first_hist = np.bincount(first, minlength=256).astype(np.int64)  # (256,) content tokens per first byte
-        for a in (mat, lens, content, order, bytes_t, first, first_hist):
+        # content tokens grouped by first byte: those of byte b are by_first[first_off[b]:first_off[b + 1]]
+        by_first = content[np.argsort(first, kind="stable")]
+        first_off = np.concatenate([[0], np.cumsum(first_hist)]).astype(np.int64)
+        for a in (mat, lens, content, order, bytes_t, first, first_hist, by_first, first_off):
             a.setflags(write=False)
-        return mat, lens, content, order, bytes_t, n_at, fin_at, first, first_hist
+        return mat, lens, content, order, bytes_t, n_at, fin_at, first, first_hist, by_first, first_off
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -542,11 +561,17 @@ class CompiledGrammar:
             return self._derived_root_walk(cid, d, START)
         first_ok = dfa.table[d] != DEAD  # (256,)
         n_cand = int(self._first_hist[first_ok].sum())
-        ref = self._reference_root(cid, d, min(n_cand, self._content.size // 4))
+        ref = None
+        if n_cand > FEW_ROOT_TOKENS:  # below: walking the candidates costs less than finding a reference
+            ref = self._reference_root(cid, d, min(n_cand, self._content.size // 4))
         if ref is not None:
             return self._derived_root_walk(cid, d, ref)
+        if n_cand <= TRIE_ROOT_TOKENS:
+            node = self._trie_walk(dfa, d, TRIE_WALK_BUDGET)
+            if node is not None:
+                return node
         if n_cand * 4 < self._content.size:
-            cand = self._content[first_ok[self._first]]
+            cand = self._first_tokens(first_ok)
             node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
             srt = np.argsort(node.end_tok, kind="stable")
             node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
@@ -593,6 +618,94 @@ class CompiledGrammar:
         tok = np.flatnonzero(dense).astype(np.int32)
         return WalkNode(tok, dense[tok], groups, {})
 
+    def _trie(self) -> _VocabTrie:
+        """The vocabulary's content tokens in byte order (:class:`_VocabTrie`, one per process and vocabulary)."""
+        key = (self.vocab.fingerprint(), self.eos_ids)
+        tr = _TRIES.get(key)
+        if tr is None:
+            tr = _TRIES[key] = _VocabTrie(self._bytes, self._lens, self._content)
+            while len(_TRIES) > 4:
+                _TRIES.pop(next(iter(_TRIES)))
+        return tr
+
+    def _trie_walk(self, dfa: LexerDFA, d: int, budget: int) -> WalkNode | None:
+        """The root walk from state ``d`` as a depth-first search of the vocabulary's byte trie that
+        follows only live bytes: its cost is the number of trie nodes still alive (a few dozen inside
+        a key or a keyword), not the number of tokens sharing a first byte.  Returns None once more
+        than ``budget`` nodes have been visited (the numpy walk is cheaper there).
+
+        Same result as :meth:`_walk` over the content tokens: the tokens ending inside the lexeme
+        (sorted by id) with their states, and per fork the tokens passing it before their last byte,
+        with the next lexeme's offset, unless that byte already fires the fork's guard."""
+        tr = self._trie()
+        cols, lens, ids = tr.cols, tr.lens, tr.ids
+        rows, forks = dfa.rows, dfa.fork_list
+        end_t: list[int] = []
+        end_s: list[int] = []
+        grp: dict[int, list[tuple[int, int, int]]] = {}
+        todo = [(0, len(lens), 0, d)]  # (range of tokens sharing a prefix, its length, state after it)
+        seen = 0
+        while todo:
+            lo, hi, k, s = todo.pop()
+            col = cols[k]
+            row = rows[s]
+            live = dfa_live_bytes(dfa, s)
+            if len(live) <= 8:
+                spans = []
+                for b in live:
+                    a = bisect_left(col, b, lo, hi)
+                    if a < hi and col[a] == b:
+                        spans.append((b, a, bisect_right(col, b, a, hi)))
+            else:
+                spans = []
+                a = lo
+                while a < hi:
+                    b = col[a]
+                    z = bisect_right(col, b, a, hi)
+                    if row[b] != DEAD:
+                        spans.append((b, a, z))
+                    a = z
+            for b, a, z in spans:
+                seen += 1
+                if seen > budget:
+                    return None
+                ns = row[b]
+                if lens[a] == k + 1:  # the one token that is exactly this prefix ends here
+                    end_t.append(ids[a])
+                    end_s.append(ns)
+                    a += 1
+                if a < z:
+                    f = forks[ns]
+                    if f >= 0:
+                        grp.setdefault(f, []).append((a, z, k + 1))
+                    todo.append((a, z, k + 1, ns))
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for f in sorted(grp):
+            ok_byte = dfa.fork_ok_byte[f]
+            ts, os_ = [], []
+            for a, z, off in grp[f]:
+                sel = ok_byte[tr.cols_np[off, a:z]]
+                t = tr.ids_np[a:z][sel]
+                if t.size:
+                    ts.append(t)
+                    os_.append(np.full(t.size, off, dtype=np.int32))
+            if ts:
+                groups[f] = (np.concatenate(ts), np.concatenate(os_))
+        order = np.argsort(np.asarray(end_t, dtype=np.int32), kind="stable")
+        return WalkNode(np.asarray(end_t, dtype=np.int32)[order], np.asarray(end_s, dtype=np.int32)[order], groups, {})
+
+    def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
+        """``(n,)`` ids of the content tokens whose first byte is allowed by ``first_ok`` ``(256,)`` bool,
+        grouped by first byte (slices of the by-first-byte order, no pass over the vocabulary)."""
+        bs = np.flatnonzero(first_ok)
+        off = self._first_off
+        if bs.size == 1:
+            return self._by_first[off[bs[0]]:off[bs[0] + 1]]
+        if bs.size > 32:
+            return self._content[first_ok[self._first]]
+        parts = [self._by_first[off[b]:off[b + 1]] for b in bs.tolist()]
+        return np.concatenate(parts) if parts else self._by_first[:0]
+
     def _reference_root(self, cid: int, d: int, budget: int) -> int | None:
         """A state of context ``cid`` whose root walk is built and from which :meth:`_derived_root_walk`
         derives ``d``'s walking fewer than ``budget`` tokens (those whose first byte leads ``d``
@@ -636,10 +749,30 @@ class CompiledGrammar:
         dfa = self.ctx(cid)
         base = self.root(cid, ref)
         differs = dfa.table[d] != dfa.table[ref]  # (256,) bool
+        if not differs.any():  # every first byte leads both states alike: the same walk (shared)
+            return base
+        # tokens whose first byte leads elsewhere: out of the reference's sets; walked anew if live
+        gone = self._first_tokens(differs)
         keep_tok = np.ones(self.vocab_size, dtype=bool)
-        keep_tok[self._content] = ~differs[self._first]
-        keep = keep_tok[base.end_tok]
-        end_tok, end_state = base.end_tok[keep], base.end_state[keep]
+        keep_tok[gone] = False
+        extra = self._first_tokens(differs & (dfa.table[d] != DEAD))
+        part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32)) if extra.size else None
+        if base.end_tok.size > self._dense_min:  # wide: one dense array, merged in place
+            dense = np.zeros(self.vocab_size, dtype=np.int32)
+            dense[base.end_tok] = base.end_state
+            dense[gone] = DEAD
+            if part is not None and part.end_tok.size:
+                dense[part.end_tok] = part.end_state
+            end_tok = np.flatnonzero(dense).astype(np.int32)
+            end_state = dense[end_tok]
+        else:
+            keep = keep_tok[base.end_tok]
+            end_tok, end_state = base.end_tok[keep], base.end_state[keep]
+            if part is not None and part.end_tok.size:  # merged by token id (the two sets are disjoint)
+                end_tok = np.concatenate([end_tok, part.end_tok])
+                end_state = np.concatenate([end_state, part.end_state])
+                srt = np.argsort(end_tok, kind="stable")
+                end_tok, end_state = end_tok[srt], end_state[srt]
         groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         same: set[int] = set()
         for fid, (t, o) in base.groups.items():
@@ -649,15 +782,7 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        extra = self._content[(differs & (dfa.table[d] != DEAD))[self._first]]
-        if extra.size:
-            part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32))
-            if part.end_tok.size:  # merged by token id (the two sets are disjoint)
-                dense = np.zeros(self.vocab_size, dtype=np.int32)
-                dense[end_tok] = end_state
-                dense[part.end_tok] = part.end_state
-                end_tok = np.flatnonzero(dense).astype(np.int32)
-                end_state = dense[end_tok]
+        if part is not None:
             for fid, (t, o) in part.groups.items():
                 if fid in groups:
                     same.discard(fid)
@@ -665,7 +790,10 @@ class CompiledGrammar:
                 else:
                     groups[fid] = (t, o)
         children = {k: v for k, v in base.children.items() if k[0] in same}
-        return WalkNode(end_tok, end_state, groups, children)
+        node = WalkNode(end_tok, end_state, groups, children)
+        if base.end_tok.size > self._dense_min:
+            node.dense_end = dense
+        return node
 
     def _groups(self, dfa: LexerDFA, toks: np.ndarray, b_i: list[np.ndarray], b_p: list,
                 b_w: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -696,9 +824,14 @@ class CompiledGrammar:
         return groups
 
     def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
-        """Run tokens ``tok`` (starting at byte offsets ``off``) through context ``cid`` from state ``d``."""
+        """Run tokens ``tok`` ``(n,)`` int (starting at byte offsets ``off`` ``(n,)``) through context
+        ``cid`` from state ``d``: numpy over the tokens, one byte position per pass; a few tokens
+        (:data:`FEW_WALK_TOKENS`) step one by one on the automaton's scalar rows instead (a pass
+        costs ~15 numpy calls whatever its width)."""
         self.stats["walks"] += 1
         dfa = self.ctx(cid)
+        if tok.size <= FEW_WALK_TOKENS:
+            return self._walk_few(dfa, d, tok, off)
         table, fork_id = dfa.table, dfa.fork_id
         lens = self._lens[tok]
         st = np.full(tok.size, d, dtype=np.int32)
@@ -733,6 +866,38 @@ class CompiledGrammar:
         end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
         groups = self._groups(dfa, tok, b_idx, b_pos, b_win)
         return WalkNode(tok[end_i].astype(np.int32), end_s.astype(np.int32), groups, {})
+
+    def _walk_few(self, dfa: LexerDFA, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
+        """:meth:`_walk` of a few tokens, one byte at a time on ``dfa.rows`` (the same result: the tokens
+        ending inside the lexeme with their states, and per fork the tokens passing it before their
+        last byte with the next lexeme's offset, unless that byte already fires the fork's guard)."""
+        rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
+        tokens = self.vocab.tokens
+        end_t: list[int] = []
+        end_s: list[int] = []
+        grp: dict[int, tuple[list[int], list[int]]] = {}
+        for t, o in zip(tok.tolist(), off.tolist()):
+            data = cast(bytes, tokens[t])
+            last = len(data) - 1
+            s = d
+            for p in range(o, last + 1):
+                s = rows[s][data[p]]
+                if s == DEAD:
+                    break
+                if p == last:
+                    end_t.append(t)
+                    end_s.append(s)
+                    break
+                f = forks[s]
+                if f >= 0 and ok_byte[f][data[p + 1]]:
+                    g = grp.get(f)
+                    if g is None:
+                        g = grp[f] = ([], [])
+                    g[0].append(t)
+                    g[1].append(p + 1)
+        groups = {f: (np.asarray(ts, dtype=tok.dtype), np.asarray(os_, dtype=np.int32))
+                  for f, (ts, os_) in sorted(grp.items())}
+        return WalkNode(np.asarray(end_t, dtype=np.int32), np.asarray(end_s, dtype=np.int32), groups, {})
 
     # ------------------------------------------------------------------------------------ masks
     def mask_for(self, stack: Stack, d: int) -> np.ndarray:
@@ -786,7 +951,14 @@ class CompiledGrammar:
                 if node.dense_end is None:
                     node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
                     node.dense_end[node.end_tok] = node.end_state
-                m |= ok[node.dense_end]
+                if node.end_states is None or node.dense_any is None:
+                    node.end_states = np.unique(node.end_state)
+                    node.dense_any = node.dense_end != DEAD
+                ok_end = ok[node.end_states]
+                if ok_end.all():
+                    m |= node.dense_any
+                elif ok_end.any():
+                    m |= ok[node.dense_end]
             else:
                 m[node.end_tok[ok[node.end_state]]] = True
         if not node.groups:
@@ -1037,6 +1209,42 @@ def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> L
     return dfa
 
 
+class _VocabTrie:
+    """A vocabulary's content tokens sorted by their bytes: the tokens sharing a prefix of length ``k``
+    are a contiguous range, split by the byte at column ``k`` (sorted within the range), so that a trie
+    node is a range and its children are found by bisection (:meth:`CompiledGrammar._trie_walk`).
+
+    Attributes:
+        ids: token ids in byte order (list; ``ids_np`` the same as ``(n,)`` int32).
+        lens: their lengths in bytes (list).
+        cols: ``cols[k]`` the bytes at position ``k`` of every token (0 past its end), a ``bytes`` of
+            length ``n`` (``cols_np`` the same as ``(width + 1, n)`` uint8).
+    """
+
+    def __init__(self, mat: np.ndarray, lens: np.ndarray, content: np.ndarray) -> None:
+        rows = mat[content]
+        keys = [r[: n].tobytes() for r, n in zip(rows, lens[content].tolist())]
+        order = np.asarray(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+        self.ids_np = content[order].astype(np.int32)
+        self.ids: list[int] = self.ids_np.tolist()
+        self.lens: list[int] = lens[self.ids_np].tolist()
+        cols = np.zeros((mat.shape[1] + 1, order.size), dtype=np.uint8)
+        cols[: mat.shape[1]] = rows[order].T
+        self.cols_np = cols
+        self.cols: list[bytes] = [c.tobytes() for c in cols]
+
+
+def dfa_live_bytes(dfa: LexerDFA, s: int) -> list[int]:
+    """The bytes that do not kill state ``s`` of ``dfa`` (memoised on the automaton; states never change)."""
+    memo = dfa.__dict__.setdefault("_live_bytes", {})
+    r = memo.get(s)
+    if r is None:
+        r = memo[s] = np.flatnonzero(dfa.table[s]).tolist()
+    return r
+
+
+_TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}
+
 # the byte tables of the vocabularies compiled against in this process, by (fingerprint, EOS ids)
 _VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}
 
@@ -1154,7 +1362,8 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_first_hist", "_roots", "_stk_parent",
+    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_first_hist", "_by_first", "_first_off", "_roots",
+    "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 

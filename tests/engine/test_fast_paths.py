@@ -8,7 +8,9 @@
   from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
 * The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each
   token, byte by byte, on the automaton's rows (ends, and forks passed with the next byte not
-  firing the fork's guard).
+  firing the fork's guard); so does the depth-first walk of the vocabulary's byte trie
+  (:meth:`CompiledGrammar._trie_walk`), which gives up past its budget of live trie nodes, and the
+  selection of tokens by first byte (:meth:`CompiledGrammar._first_tokens`).
 * The terminals the parser can shift (:meth:`CompiledGrammar.allowed_bits`, grouped by reduction)
   equal a probe of every terminal of the context on its own (:meth:`CompiledGrammar._can_shift`).
 * Lexer automata share their states inside a UTF-8 character across ASCII-only prefixes.
@@ -92,6 +94,35 @@ def test_vectorised_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> N
     # ... and the position-major root walk of the whole vocabulary, from the first context's start
     content = cg._content
     assert _as_sets(cg._root_walk(0, START)) == _scalar_walk(cg, 0, START, content, np.zeros(content.size, np.int32))
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "keys"])
+def test_trie_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+    cg = _compiled(which, smollm2_tokenizer)
+    content = cg._content
+    zeros = np.zeros(content.size, dtype=np.int32)
+    checked = gave_up = 0
+    for cid in range(len(cg._ctx_specs))[:12]:
+        for d in _states(cg, cid, 6):
+            got = cg._trie_walk(cg.ctx(cid), d, 400)
+            if got is None:  # more than 400 live trie nodes: a string's or a name's inside
+                gave_up += 1
+                continue
+            assert _as_sets(got) == _scalar_walk(cg, cid, d, content, zeros), (cid, d)
+            assert np.all(np.diff(got.end_tok) > 0)  # sorted by token id, as the numpy root walks
+            checked += 1
+    assert checked > 10 and gave_up > 0
+
+
+def test_first_byte_selection_equals_a_mask_over_the_vocabulary(smollm2_tokenizer) -> None:
+    cg = _compiled("json", smollm2_tokenizer)
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 40, 256):
+        first_ok = np.zeros(256, dtype=bool)
+        first_ok[rng.choice(256, size=n, replace=False)] = True
+        want = {t for t in cg._content.tolist() if first_ok[cg.vocab.tokens[t][0]]}
+        got = cg._first_tokens(first_ok).tolist()
+        assert len(got) == len(want) and set(got) == want, n
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
