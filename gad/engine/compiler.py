@@ -638,26 +638,37 @@ class CompiledGrammar:
         (sorted by id) with their states, and per fork the tokens passing it before their last byte,
         with the next lexeme's offset, unless that byte already fires the fork's guard."""
         tr = self._trie()
-        cols, lens, ids = tr.cols, tr.lens, tr.ids
-        rows, forks = dfa.rows, dfa.fork_list
         end_t: list[int] = []
         end_s: list[int] = []
         grp: dict[int, list[tuple[int, int, int]]] = {}
-        todo = [(0, len(lens), 0, d)]  # (range of tokens sharing a prefix, its length, state after it)
+        if self._trie_search(dfa, [(0, len(tr.ids), 0, d)], budget, end_t, end_s, grp) < 0:
+            return None
+        order = np.argsort(np.asarray(end_t, dtype=np.int32), kind="stable")
+        return WalkNode(np.asarray(end_t, dtype=np.int32)[order], np.asarray(end_s, dtype=np.int32)[order],
+                        self._trie_groups(dfa, grp), {})
+
+    def _trie_search(self, dfa: LexerDFA, todo: list[tuple[int, int, int, int]], budget: int,
+                     end_t: list[int], end_s: list[int], grp: dict[int, list[tuple[int, int, int]]]) -> int:
+        """Depth-first walk of the trie nodes below ``todo``'s ``(lo, hi, k, state)`` items (a range of
+        tokens sharing a prefix of ``k`` bytes, read into ``state``), appending the tokens that end
+        (``end_t``, ``end_s``) and the ranges that pass a fork (``grp``: fork -> ``(lo, hi, offset)``).
+        Returns the number of nodes visited, or -1 past ``budget``."""
+        tr = self._trie()
+        cols, lens, ids = tr.cols, tr.lens, tr.ids
+        rows, forks = dfa.rows, dfa.fork_list
         seen = 0
         while todo:
             lo, hi, k, s = todo.pop()
             col = cols[k]
             row = rows[s]
             live = dfa_live_bytes(dfa, s)
+            spans = []
             if len(live) <= 8:
-                spans = []
                 for b in live:
                     a = bisect_left(col, b, lo, hi)
                     if a < hi and col[a] == b:
                         spans.append((b, a, bisect_right(col, b, a, hi)))
             else:
-                spans = []
                 a = lo
                 while a < hi:
                     b = col[a]
@@ -668,7 +679,7 @@ class CompiledGrammar:
             for b, a, z in spans:
                 seen += 1
                 if seen > budget:
-                    return None
+                    return -1
                 ns = row[b]
                 if lens[a] == k + 1:  # the one token that is exactly this prefix ends here
                     end_t.append(ids[a])
@@ -679,20 +690,162 @@ class CompiledGrammar:
                     if f >= 0:
                         grp.setdefault(f, []).append((a, z, k + 1))
                     todo.append((a, z, k + 1, ns))
+        return seen
+
+    def _trie_groups(self, dfa: LexerDFA, grp: dict[int, list[tuple[int, int, int]]]
+                     ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """:meth:`_trie_search`'s fork ranges as token and offset arrays, without the tokens whose
+        next byte fires the fork's guard."""
+        tr = self._trie()
         groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for f in sorted(grp):
             ok_byte = dfa.fork_ok_byte[f]
             ts, os_ = [], []
             for a, z, off in grp[f]:
-                sel = ok_byte[tr.cols_np[off, a:z]]
-                t = tr.ids_np[a:z][sel]
+                t = tr.ids_np[a:z][ok_byte[tr.cols_np[off, a:z]]]
                 if t.size:
                     ts.append(t)
                     os_.append(np.full(t.size, off, dtype=np.int32))
             if ts:
                 groups[f] = (np.concatenate(ts), np.concatenate(os_))
-        order = np.argsort(np.asarray(end_t, dtype=np.int32), kind="stable")
-        return WalkNode(np.asarray(end_t, dtype=np.int32)[order], np.asarray(end_s, dtype=np.int32)[order], groups, {})
+        return groups
+
+    def _trie_derived(self, cid: int, d: int, ref: int, budget: int) -> WalkNode | None:
+        """The root walk from ``d`` derived from the root walk from ``ref`` by walking the byte trie in
+        lockstep from both states and visiting only the nodes where they differ: below a node where
+        both reach the same state, every token has the reference's ends and forks.
+
+        Per differing node (prefix ``p`` of ``k`` bytes): the token equal to ``p`` ends in ``d``'s
+        state; the tokens going on pass ``d``'s fork at offset ``k`` instead of the reference's; where
+        ``d`` dies and the reference does not, those tokens lose the reference's ends and its forks at
+        offsets ``>= k``; where the reference dies and ``d`` does not, they are walked (trie search).
+        Returns None past ``budget`` visited nodes (then :meth:`_derived_root_walk` walks the tokens
+        whose first byte differs)."""
+        dfa = self.ctx(cid)
+        base = self.root(cid, ref)
+        tr = self._trie()
+        cols, lens, ids = tr.cols, tr.lens, tr.ids
+        rows, forks, table = dfa.rows, dfa.fork_list, dfa.table
+        fixes: list[tuple[int, int]] = []  # (token, its end state from d): replaces the reference's
+        cuts: list[tuple[int, int, int]] = []  # (lo, hi, k): the reference's ends and forks at >= k go
+        unforks: list[tuple[int, int, int, int]] = []  # (fork, lo, hi, k): its entries at offset k go
+        end_t: list[int] = []
+        end_s: list[int] = []
+        grp: dict[int, list[tuple[int, int, int]]] = {}
+        fresh: list[tuple[int, int, int, int]] = []
+        todo = [(0, len(ids), 0, d, ref)]
+        seen = 0
+        while todo:
+            lo, hi, k, s, r = todo.pop()
+            col = cols[k]
+            rs, rr = rows[s], rows[r]
+            spans = []
+            if hi - lo <= 48:  # few tokens: their bytes at k are the children to compare
+                a = lo
+                while a < hi:
+                    b = col[a]
+                    z = bisect_right(col, b, a, hi)
+                    if rs[b] != rr[b]:
+                        spans.append((b, a, z))
+                    a = z
+            else:
+                for b in np.flatnonzero(table[s] != table[r]).tolist():
+                    a = bisect_left(col, b, lo, hi)
+                    if a < hi and col[a] == b:
+                        spans.append((b, a, bisect_right(col, b, a, hi)))
+            for b, a, z in spans:
+                seen += 1
+                if seen > budget:
+                    return None
+                ns, nr = rs[b], rr[b]
+                if ns == DEAD:
+                    cuts.append((a, z, k + 1))
+                    continue
+                if nr == DEAD:  # none of these is in the reference's walk from here on
+                    fresh.append((a, z, k, s))
+                    continue
+                if lens[a] == k + 1:
+                    fixes.append((ids[a], ns))
+                    a += 1
+                if a < z:
+                    fs, fr = forks[ns], forks[nr]
+                    if fs != fr:
+                        if fr >= 0:
+                            unforks.append((fr, a, z, k + 1))
+                        if fs >= 0:
+                            grp.setdefault(fs, []).append((a, z, k + 1))
+                    todo.append((a, z, k + 1, ns, nr))
+        if fresh:
+            # each range re-entered from its parent's state: the search reads byte k of the range
+            # (the parent's range cut to this byte: the search enters its one child span)
+            if self._trie_search(dfa, fresh, budget - seen, end_t, end_s, grp) < 0:
+                return None
+        # ends: the reference's (sorted by id), less the cut ranges' tokens and the fixed ones, plus
+        # the fixed and walked ones (patched in place: a handful of tokens against ~50,000)
+        out_t = [tr.ids_np[a:z] for a, z, _ in cuts]
+        new_t = [t for t, _ in fixes] + end_t
+        new_s = [st for _, st in fixes] + end_s
+        drop = np.concatenate([*out_t, np.asarray(new_t, dtype=np.int32)])
+        end_tok, end_state = base.end_tok, base.end_state
+        if drop.size and end_tok.size:
+            at = np.searchsorted(end_tok, drop)
+            at = at[(at < end_tok.size) & (end_tok[np.minimum(at, end_tok.size - 1)] == drop)]
+            if at.size:
+                keep = np.ones(end_tok.size, dtype=bool)
+                keep[at] = False
+                end_tok, end_state = end_tok[keep], end_state[keep]
+        if new_t:
+            add_t = np.asarray(new_t, dtype=np.int32)
+            add_s = np.asarray(new_s, dtype=np.int32)
+            live = add_s != DEAD
+            add_t, add_s = add_t[live], add_s[live]
+            srt = np.argsort(add_t)
+            add_t, add_s = add_t[srt], add_s[srt]
+            at = np.searchsorted(end_tok, add_t) + np.arange(add_t.size)  # their places in the merge
+            old_at = np.ones(end_tok.size + add_t.size, dtype=bool)
+            old_at[at] = False
+            mt = np.empty(old_at.size, dtype=np.int32)
+            ms = np.empty(old_at.size, dtype=np.int32)
+            mt[at], ms[at] = add_t, add_s
+            mt[old_at], ms[old_at] = end_tok, end_state
+            end_tok, end_state = mt, ms
+        dense = None
+        if base.dense_end is not None and end_tok.size > self._dense_min:
+            dense = base.dense_end.copy()
+            if drop.size:
+                dense[drop] = DEAD
+            if new_t:
+                dense[add_t] = add_s
+        # forks: the reference's entries, less those cut or unforked, plus d's own
+        cut_at = None
+        if cuts:
+            cut_at = np.full(self.vocab_size, 1 << 15, dtype=np.int32)
+            for a, z, k1 in cuts:
+                cut_at[tr.ids_np[a:z]] = k1
+        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        same: set[int] = set()
+        for fid, (t, o) in base.groups.items():
+            sel = None
+            if cut_at is not None:
+                sel = o < cut_at[t]
+            for f, a, z, k1 in unforks:
+                if f == fid:
+                    lp = tr.lex_pos[t]
+                    gone = (o == k1) & (lp >= a) & (lp < z)
+                    sel = ~gone if sel is None else sel & ~gone
+            if sel is None or sel.all():
+                groups[fid] = (t, o)
+                same.add(fid)
+            elif sel.any():
+                groups[fid] = (t[sel], o[sel])
+        for fid, (t, o) in self._trie_groups(dfa, grp).items():
+            if fid in groups:
+                same.discard(fid)
+                groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
+            else:
+                groups[fid] = (t, o)
+        children = {key: v for key, v in base.children.items() if key[0] in same}
+        return WalkNode(end_tok, end_state, groups, children, dense_end=dense)
 
     def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
         """``(n,)`` ids of the content tokens whose first byte is allowed by ``first_ok`` ``(256,)`` bool,
@@ -751,6 +904,9 @@ class CompiledGrammar:
         differs = dfa.table[d] != dfa.table[ref]  # (256,) bool
         if not differs.any():  # every first byte leads both states alike: the same walk (shared)
             return base
+        node = self._trie_derived(cid, d, ref, TRIE_WALK_BUDGET)
+        if node is not None:
+            return node
         # tokens whose first byte leads elsewhere: out of the reference's sets; walked anew if live
         gone = self._first_tokens(differs)
         keep_tok = np.ones(self.vocab_size, dtype=bool)
@@ -1219,6 +1375,7 @@ class _VocabTrie:
         lens: their lengths in bytes (list).
         cols: ``cols[k]`` the bytes at position ``k`` of every token (0 past its end), a ``bytes`` of
             length ``n`` (``cols_np`` the same as ``(width + 1, n)`` uint8).
+        lex_pos: ``(vocab,)`` int32 each token's position in the order (-1: not a content token).
     """
 
     def __init__(self, mat: np.ndarray, lens: np.ndarray, content: np.ndarray) -> None:
@@ -1232,6 +1389,8 @@ class _VocabTrie:
         cols[: mat.shape[1]] = rows[order].T
         self.cols_np = cols
         self.cols: list[bytes] = [c.tobytes() for c in cols]
+        self.lex_pos = np.full(mat.shape[0], -1, dtype=np.int32)  # (vocab,) position in the order, -1: none
+        self.lex_pos[self.ids_np] = np.arange(order.size, dtype=np.int32)
 
 
 def dfa_live_bytes(dfa: LexerDFA, s: int) -> list[int]:

@@ -114,6 +114,27 @@ def test_trie_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
     assert checked > 10 and gave_up > 0
 
 
+@pytest.mark.parametrize("which", ["json", "sql", "keys"])
+def test_lockstep_trie_derivations_equal_plain_walks(which: str, smollm2_tokenizer) -> None:
+    """A root walk derived by walking the trie from two states at once (visiting only where they
+    differ, :meth:`CompiledGrammar._trie_derived`) equals the plain walk, whatever the reference."""
+    cg = _compiled(which, smollm2_tokenizer)
+    rng = np.random.default_rng(5)
+    done = 0
+    for cid in range(len(cg._ctx_specs))[:12]:
+        states = _states(cg, cid, 8)
+        for d in states:
+            want = _as_sets(_plain(cg, cid, d))
+            for ref in rng.choice(states, size=min(4, len(states)), replace=False).tolist():
+                if ref == d:
+                    continue
+                got = cg._trie_derived(cid, d, int(ref), 3000)
+                if got is not None:
+                    assert _as_sets(got) == want, (cid, d, ref)
+                    done += 1
+    assert done > 10
+
+
 def test_first_byte_selection_equals_a_mask_over_the_vocabulary(smollm2_tokenizer) -> None:
     cg = _compiled("json", smollm2_tokenizer)
     rng = np.random.default_rng(3)
