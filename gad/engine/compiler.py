@@ -82,8 +82,8 @@ class WalkNode:
             the next lexeme would start.  The same tokens also go on in the current lexeme.
         children: ``(fork id, next context id) -> WalkNode`` built on first use.
         dense_end: ``(vocab,)`` end states (0 = not ending here), built on first use for large sets.
-        end_states: ``(k,)`` the distinct end states, and ``dense_any``: ``(vocab,)`` bool, the tokens
-            ending here (both built with ``dense_end``): where every end state can still close as an
+        end_states: ``(k,)`` the distinct end states (or a superset), and ``dense_any``: ``(vocab,)``
+            bool, the tokens ending here (both built with ``dense_end``): where every end state can still close as an
             allowed terminal — inside a string, all of them — the mask takes ``dense_any`` whole.
     """
 
@@ -780,42 +780,48 @@ class CompiledGrammar:
             # (the parent's range cut to this byte: the search enters its one child span)
             if self._trie_search(dfa, fresh, budget - seen, end_t, end_s, grp) < 0:
                 return None
-        # ends: the reference's (sorted by id), less the cut ranges' tokens and the fixed ones, plus
-        # the fixed and walked ones (patched in place: a handful of tokens against ~50,000)
-        out_t = [tr.ids_np[a:z] for a, z, _ in cuts]
-        new_t = [t for t, _ in fixes] + end_t
-        new_s = [st for _, st in fixes] + end_s
-        drop = np.concatenate([*out_t, np.asarray(new_t, dtype=np.int32)])
+        # ends: the reference's (sorted by id), the fixed tokens' states set in place (each is among
+        # them: the reference's state there is live), less the cut ranges' tokens, plus the walked ones
         end_tok, end_state = base.end_tok, base.end_state
-        if drop.size and end_tok.size:
+        if fixes:
+            fix_t = np.asarray([t for t, _ in fixes], dtype=np.int32)
+            fix_s = np.asarray([st for _, st in fixes], dtype=np.int32)
+            end_state = end_state.copy()
+            end_state[np.searchsorted(end_tok, fix_t)] = fix_s
+        drop = np.concatenate([tr.ids_np[a:z] for a, z, _ in cuts]) if cuts else None
+        if drop is not None and end_tok.size:
             at = np.searchsorted(end_tok, drop)
             at = at[(at < end_tok.size) & (end_tok[np.minimum(at, end_tok.size - 1)] == drop)]
             if at.size:
                 keep = np.ones(end_tok.size, dtype=bool)
                 keep[at] = False
                 end_tok, end_state = end_tok[keep], end_state[keep]
-        if new_t:
-            add_t = np.asarray(new_t, dtype=np.int32)
-            add_s = np.asarray(new_s, dtype=np.int32)
-            live = add_s != DEAD
-            add_t, add_s = add_t[live], add_s[live]
-            srt = np.argsort(add_t)
-            add_t, add_s = add_t[srt], add_s[srt]
-            at = np.searchsorted(end_tok, add_t) + np.arange(add_t.size)  # their places in the merge
-            old_at = np.ones(end_tok.size + add_t.size, dtype=bool)
-            old_at[at] = False
-            mt = np.empty(old_at.size, dtype=np.int32)
-            ms = np.empty(old_at.size, dtype=np.int32)
-            mt[at], ms[at] = add_t, add_s
-            mt[old_at], ms[old_at] = end_tok, end_state
-            end_tok, end_state = mt, ms
-        dense = None
-        if base.dense_end is not None and end_tok.size > self._dense_min:
-            dense = base.dense_end.copy()
-            if drop.size:
+        add_t = np.asarray(end_t, dtype=np.int32)
+        add_s = np.asarray(end_s, dtype=np.int32)
+        if add_t.size:
+            end_tok = np.concatenate([end_tok, add_t])
+            end_state = np.concatenate([end_state, add_s])
+            srt = np.argsort(end_tok, kind="stable")
+            end_tok, end_state = end_tok[srt], end_state[srt]
+        node = WalkNode(end_tok, end_state, groups={}, children={})
+        if base.dense_end is not None and end_tok.size > self._dense_min:  # patched copies
+            dense = node.dense_end = base.dense_end.copy()
+            if fixes:
+                dense[fix_t] = fix_s
+            if drop is not None:
                 dense[drop] = DEAD
-            if new_t:
-                dense[add_t] = add_s
+            dense[add_t] = add_s
+            if base.end_states is not None and base.dense_any is not None:
+                # a superset of the states left (exact for _fill's all/any test), kept small
+                extra_s = np.concatenate([fix_s if fixes else add_s[:0], add_s])
+                states = np.concatenate([base.end_states, extra_s]) if extra_s.size else base.end_states
+                if states.size > 4 * base.end_states.size + 64:
+                    states = np.flatnonzero(np.bincount(end_state)).astype(np.int32)
+                node.end_states = states
+                if drop is None and not add_t.size:
+                    node.dense_any = base.dense_any  # the same tokens end here (read-only use)
+                else:
+                    node.dense_any = dense != DEAD
         # forks: the reference's entries, less those cut or unforked, plus d's own
         cut_at = None
         if cuts:
@@ -845,7 +851,8 @@ class CompiledGrammar:
             else:
                 groups[fid] = (t, o)
         children = {key: v for key, v in base.children.items() if key[0] in same}
-        return WalkNode(end_tok, end_state, groups, children, dense_end=dense)
+        node.groups, node.children = groups, children
+        return node
 
     def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
         """``(n,)`` ids of the content tokens whose first byte is allowed by ``first_ok`` ``(256,)`` bool,
@@ -1108,7 +1115,7 @@ class CompiledGrammar:
                     node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
                     node.dense_end[node.end_tok] = node.end_state
                 if node.end_states is None or node.dense_any is None:
-                    node.end_states = np.unique(node.end_state)
+                    node.end_states = np.flatnonzero(np.bincount(node.end_state)).astype(np.int32)  # (not np.unique: a sort)
                     node.dense_any = node.dense_end != DEAD
                 ok_end = ok[node.end_states]
                 if ok_end.all():
