@@ -576,6 +576,11 @@ class CompiledGrammar:
             srt = np.argsort(node.end_tok, kind="stable")
             node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
             return node
+        return self._order_walk(dfa, d)
+
+    def _order_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
+        """The walk of every content token from state ``d``, on the length-sorted byte matrix (one
+        numpy pass per byte position over the tokens still being read)."""
         self.stats["walks"] += 1
         flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
