@@ -54,6 +54,69 @@ for _b in range(0xE0, 0xF0):
 for _b in range(0xF0, 0xF5):
     _LEAD[_b] = (3, 0x90 if _b == 0xF0 else 0x80, 0x8F if _b == 0xF4 else 0xBF)
 
+# TerminalAutomaton.ascii_info: (next live state per ASCII byte, then bit sets over the ASCII bytes:
+# live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final state)
+AsciiInfo = tuple[tuple[int, ...], int, tuple[int, ...], int, int]
+_DEAD_INFO: AsciiInfo = ((-1,) * 0x80, 0, (), 0, 0)  # a dead (or cut) terminal
+
+# bit sets over the 256 bytes -> (their bytes, as an intp array, their runs), shared by all automata
+_BITS_LIMIT = 1 << 16
+_BITS: dict[int, tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int], ...]]] = {}
+
+
+def _bits(mask: int) -> tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int], ...]]:
+    """The bytes of bit set ``mask`` (bit ``b``: byte ``b``), ascending, as a tuple and an ``(k,)`` intp
+    array, and as runs ``(first, last + 1)`` of consecutive bytes."""
+    r = _BITS.get(mask)
+    if r is None:
+        out: list[int] = []
+        runs: list[tuple[int, int]] = []
+        m = mask
+        while m:
+            low = m & -m
+            a = low.bit_length() - 1
+            run = (m + low) & ~m  # the bit just above the run of ones that starts at ``a``
+            e = run.bit_length() - 1
+            out.extend(range(a, e))
+            runs.append((a, e))
+            m &= ~(run - low)
+        if len(_BITS) >= _BITS_LIMIT:
+            _BITS.clear()
+        r = _BITS[mask] = (tuple(out), np.asarray(out, dtype=np.intp), tuple(runs))
+    return r
+
+
+def _low_bit(mask: int) -> int:
+    """The lowest set bit of ``mask`` (sorts bit sets by their first byte)."""
+    return mask & -mask
+
+
+_NO_GUARD: frozenset = frozenset()
+_NO_LEADS: frozenset[int] = frozenset()
+
+
+# bytes >= 0x80 outside a character: the lead bytes by their class, given the explicit lead bytes
+_HIGH: dict[frozenset[int], list[int]] = {}
+
+
+def _high_classes(leads: frozenset[int]) -> list[int]:
+    """Bit sets (bits 0x80-0xFF) of the lead bytes that step alike at a state where some terminal can
+    read a non-ASCII character: each byte of ``leads`` (first bytes of characters an automaton names)
+    on its own, the others by their UTF-8 class (:data:`_LEAD`); ascending by first byte.  Continuation
+    and invalid bytes cannot start a character (dead), so they are in none."""
+    r = _HIGH.get(leads)
+    if r is None:
+        by_sig: dict[object, int] = {}
+        for b in range(0x80, 0x100):
+            lead = _LEAD.get(b)
+            if lead is not None:
+                sig: object = b if b in leads else lead
+                by_sig[sig] = by_sig.get(sig, 0) | 1 << b
+        r = _HIGH[leads] = sorted(by_sig.values(), key=lambda m: m & -m)
+        if len(_HIGH) > 4096:
+            _HIGH.clear()
+    return r
+
 
 @dataclass
 class TerminalAutomaton:
@@ -74,8 +137,9 @@ class TerminalAutomaton:
     _na: dict[int, bool] = field(default_factory=dict, repr=False)
     _ascii: np.ndarray | None = field(default=None, repr=False)
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
-    _rows: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
-    _class_list: tuple[list[int], list[tuple[int, int]]] | None = field(default=None, repr=False)
+    _info: dict[int, AsciiInfo] = field(default_factory=dict, repr=False)
+    _of_class: dict[Any, int] | None = field(default=None, repr=False)
+    _leads: frozenset[int] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -130,8 +194,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_rows": {},
-                "_class_list": None}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_info": {}, "_of_class": None,
+                "_leads": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -142,31 +206,53 @@ class TerminalAutomaton:
             r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
         return r
 
-    def ascii_partition(self, state: int) -> tuple[int, ...]:
-        """``(128,)`` representative (first) byte of each ASCII byte's class at ``state``: bytes that
-        lead ``state`` to the same next state (or all to death) are one class."""
-        r = self._rows.get(state)
+    def ascii_info(self, state: int) -> AsciiInfo:
+        """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final)``: ``row`` the
+        ``(128,)`` tuple of next live states (-1: dead), then bit sets over the 128 ASCII bytes (bit ``b``:
+        byte ``b``): ``live`` the bytes ``row`` keeps alive; ``multi`` one set per next state two or more
+        bytes lead to, ``single`` the bytes that alone lead to their next state; ``final`` the bytes after
+        which the automaton is in a final state (a match)."""
+        r = self._info.get(state)
         if r is None:
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
-            cls, class_first = self._ascii_class_list()
-            live = self.live
-            rep_of: dict[object, int] = {}  # next state (None: dead) -> first byte leading there
-            class_rep = {}
-            for c, b in class_first:  # alphabet classes by their first ASCII byte
-                t = trans.get(c)
-                class_rep[c] = rep_of.setdefault(t if t is not None and t in live else None, b)
-            r = self._rows[state] = tuple([class_rep[c] for c in cls])
+            live, finals, of_class = self.live, self.fsm.finals, self._class_bits()
+            groups: dict[int, int] = {}  # next state -> its bytes
+            for c, t in trans.items():
+                m = of_class.get(c)
+                if m and t in live:
+                    groups[t] = groups.get(t, 0) | m
+            row = [-1] * 0x80
+            live_bits = single = final = 0
+            multi = []
+            for t, m in groups.items():
+                for b in _bits(m)[0]:
+                    row[b] = t
+                live_bits |= m
+                if m & (m - 1):
+                    multi.append(m)
+                else:
+                    single |= m
+                if t in finals:
+                    final |= m
+            r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final)
         return r
 
-    def _ascii_class_list(self) -> tuple[list[int], list[tuple[int, int]]]:
-        """(alphabet class of each ASCII byte, [(class, its first ASCII byte)] in byte order)."""
-        r = self._class_list
+    def _class_bits(self) -> dict[Any, int]:
+        """Alphabet class -> bit set of the ASCII bytes in it (bit ``b``: byte ``b``)."""
+        r = self._of_class
         if r is None:
-            cls = self.ascii_classes().tolist()
-            first: dict[int, int] = {}
-            for b, c in enumerate(cls):
-                first.setdefault(c, b)
-            r = self._class_list = (cls, list(first.items()))
+            r = self._of_class = {}
+            named = 0  # the ASCII characters the alphabet names; the others are "anything else"
+            other = None
+            for ch, c in self.fsm.alphabet._symbol_mapping.items():
+                if ch is anything_else:
+                    other = c
+                elif len(ch) == 1 and ord(ch) < 0x80:
+                    r[c] = r.get(c, 0) | 1 << ord(ch)
+                    named |= 1 << ord(ch)
+            rest = ((1 << 0x80) - 1) & ~named
+            if other is not None and rest:
+                r[other] = r.get(other, 0) | rest
         return r
 
     def step(self, state: int, ch: str | object) -> int:
@@ -199,7 +285,10 @@ class TerminalAutomaton:
 
     def explicit_leads(self) -> frozenset[int]:
         """First bytes of the UTF-8 encodings of the non-ASCII characters the automaton names."""
-        return frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
+        r = self._leads
+        if r is None:
+            r = self._leads = frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
+        return r
 
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
@@ -254,7 +343,6 @@ class LexerDFA:
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
-    _pend_memo: tuple[np.ndarray, list[int]] | None  # byte classes inside a character (_pend_classes)
 
     def __init__(self, terminals: list[TerminalAutomaton], ignore: list[bool],
                  unless: dict[int, list[int]], n_main: int | None = None,
@@ -391,103 +479,92 @@ class LexerDFA:
     def _guard_ok_bytes(self, guard: frozenset) -> np.ndarray:
         """``(256,)`` bool: bytes after which ``guard`` has not fired (lead bytes of multi-byte
         characters always pass: the character decides)."""
+        kill = 0
+        for name, gs in guard:
+            kill |= self._uni[name].ascii_info(gs)[4]
         ok = np.ones(256, dtype=bool)
-        for b in range(0x80):
-            for name, gs in guard:
-                a = self._uni[name]
-                t = a.step(gs, chr(b))
-                if t >= 0 and t in a.fsm.finals:
-                    ok[b] = False
-                    break
+        if kill:
+            ok[_bits(kill)[1]] = False
         return ok
 
-    def _byte_classes(self) -> list[int]:
-        """Representative byte of each byte >= 0x80's class inside a UTF-8 character (continuation
-        bytes by the lead-byte ranges of RFC 3629 they fit, each on its own where an automaton names
-        non-ASCII characters); entries below 0x80 are unused (ASCII bytes are dead there)."""
-        sig_to_rep: dict[tuple, int] = {}
-        rep = list(range(256))
-        for b in range(0x80, 256):
-            sig: tuple
-            if b in _LEAD:
-                sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
-            elif b <= 0xBF:
-                sig = ("c", b) if self.explicit_nonascii else ("c", b >= 0x90, b >= 0xA0)
-            else:
-                sig = ("x",)
-            rep[b] = sig_to_rep.setdefault(sig, b)
-        return rep
+    def _ascii_moves(self, key: tuple) -> list[tuple[int, int]]:
+        """The ASCII moves of state ``key`` (no partial character): ``[(bit set of bytes, next state)]``
+        by first byte, the dead bytes left out.
 
-    def _state_classes(self, key: tuple) -> tuple[np.ndarray, list[int]]:
-        """(``(256,)`` representative of each byte, the representatives) for state ``key``: bytes that
-        every automaton still alive in it (its live terminals and its guard's) treats alike step alike,
-        so only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
-        main, _, guard, pend = key
-        if pend:  # inside a UTF-8 character: only continuation bytes matter, the others are dead
-            return self._pend_classes()
-        alive = tuple(j for j, st in enumerate(main) if st >= 0)
-        # bytes >= 0x80: dead unless a live terminal can read a non-ASCII character here; then lead
-        # bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters an
-        # automaton names (kept apart); continuation and invalid bytes cannot start a character
-        hi_live = any(self.terms[j].nonascii_live(main[j]) for j in alive if j < self.n_main)
-        leads: frozenset[int] = frozenset()
-        if hi_live and self.explicit_nonascii:
-            leads = frozenset().union(*(self.terms[j].explicit_leads() for j in alive),
-                                      *(self._uni[n].explicit_leads() for n, _ in guard))
-        # ASCII bytes that lead every automaton alive here (its terminals and its guard's) to the
-        # same next state step alike: one class per distinct combination of their partitions
-        parts = frozenset([self._partition(self.terms[j], main[j]) for j in alive]
-                          + [self._partition(self._uni[n], gs) for n, gs in guard])
-        mk = (parts, hi_live, leads)
-        r = self._class_memo.get(mk)
-        if r is None:
-            low = self._low_memo.get(parts)
-            if low is None:
-                if len(parts) == 1:
-                    low = list(self._part_reps[next(iter(parts))])
-                elif parts:
-                    cols = zip(*(self._part_reps[p] for p in sorted(parts)))
-                    first: dict[tuple[int, ...], int] = {}
-                    low = [first.setdefault(c, b) for b, c in enumerate(cols)]
-                else:
-                    low = [0] * 0x80
-                self._low_memo[parts] = low
-            high = self._high_memo.get((hi_live, leads))
-            if high is None:
-                by_class: dict[object, int] = {}
-                high = []
-                for b in range(0x80, 256):
-                    lead = _LEAD.get(b)
-                    sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
-                    high.append(by_class.setdefault(sig, b))
-                self._high_memo[(hi_live, leads)] = high
-            rep = low + high
-            r = self._class_memo[mk] = (np.asarray(rep, dtype=np.intp), sorted(set(rep)))
-        return r
+        Bytes that every automaton alive in ``key`` (its terminals and its guard's) leads to the same
+        next state step alike, so one byte per class is stepped: the classes are the bytes some main
+        terminal can read (less those that complete a guard's terminal: dead), split by each automaton's
+        groups of bytes with one next state (:meth:`TerminalAutomaton.ascii_info`).  A byte alone in its
+        group in any automaton is a class of its own."""
+        main, best, guard, _ = key
+        n_main = self.n_main
+        infos = [_DEAD_INFO if st < 0 else t.ascii_info(st) for t, st in zip(self.terms, main)]
+        live = 0
+        for inf in infos[:n_main]:
+            live |= inf[1]
+        ginfo: list[tuple[str, AsciiInfo]] = []
+        if guard:
+            uni = self._uni
+            for name, gs in guard:
+                inf = uni[name].ascii_info(gs)
+                live &= ~inf[4]  # a byte completing an overriding terminal: Lark lexed the earlier text otherwise
+                ginfo.append((name, inf))
+        if not live:
+            return []
+        classes = [live]
+        single = 0
+        seen: set[int] = set()
+        for inf in infos + [g for _, g in ginfo]:
+            single |= inf[3]
+            for m in inf[2]:
+                if m & live and m not in seen:
+                    seen.add(m)
+                    split = []
+                    for c in classes:
+                        x = c & m
+                        if x and x != c:
+                            split.append(x)
+                            split.append(c ^ x)
+                        else:
+                            split.append(c)
+                    classes = split
+        single &= live
+        if single:
+            classes = [r for r in (c & ~single for c in classes) if r]
+            classes += [1 << b for b in _bits(single)[0]]
+        if len(classes) > 1:
+            classes.sort(key=_low_bit)
+        rows = [inf[0] for inf in infos]
+        fins = [inf[4] for inf in infos[:n_main if best < 0 else best + 1]]
+        cut = self._cut
+        index = self._index
+        moves = []
+        for c in classes:
+            low = c & -c
+            b = low.bit_length() - 1
+            out = [r[b] for r in rows]
+            nb = best
+            for j, f in enumerate(fins):
+                if f & low:
+                    nb = j
+                    break
+            if nb >= 0:
+                for j in cut[nb]:
+                    out[j] = -1
+            if max(out[:n_main]) < 0:
+                continue
+            ng = frozenset([(name, t) for name, inf in ginfo if (t := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
+            nk = (tuple(out), nb, ng, ())
+            j = index.get(nk)
+            moves.append((c, self._add(nk) if j is None else j))
+        return moves
 
-    def _partition(self, a: TerminalAutomaton, st: int) -> int:
-        """Id (within this automaton) of :meth:`TerminalAutomaton.ascii_partition` of ``a`` at ``st``."""
-        key = (a.name, st)  # a name stands for one automaton within a context (and across its guards)
-        r = self._part_of.get(key)
-        if r is None:
-            rep = a.ascii_partition(st)
-            r = self._part_ids.get(rep)
-            if r is None:
-                r = self._part_ids[rep] = len(self._part_reps)
-                self._part_reps.append(rep)
-            self._part_of[key] = r
-        return r
-
-    def _pend_classes(self) -> tuple[np.ndarray, list[int]]:
-        """The byte classes of a state inside a UTF-8 character: the continuation bytes by their
-        class (:meth:`_byte_classes`), every other byte with the dead byte 0x00 (ASCII and lead
-        bytes cannot go on a character: :meth:`_step` returns None for them)."""
-        memo = self._pend_memo
-        if memo is None:
-            rep = np.zeros(256, dtype=np.intp)
-            rep[0x80:0xC0] = self._rep[0x80:0xC0]
-            memo = self._pend_memo = (rep, sorted({0, *self._rep[0x80:0xC0]}))
-        return memo
+    def _move(self, key: tuple, b: int, mask: int, moves: list[tuple[int, int]]) -> None:
+        """Step ``key`` by byte ``b`` (:meth:`_step`); append ``(mask, next state)`` unless dead."""
+        nk = self._step(key, b)
+        if nk is not None:
+            j = self._index.get(nk)
+            moves.append((mask, self._add(nk) if j is None else j))
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
@@ -497,18 +574,15 @@ class LexerDFA:
         # Python's garbage collector, which otherwise visits 256 slots per state at every full pass)
         self.rows: list[tuple[int, ...]] = [(DEAD,) * 256, ()]
         self._fork_list: list[int] = [-1, -1]
-        self._rep = self._byte_classes()
-        self._class_memo: dict[tuple, tuple[np.ndarray, list[int]]] = {}
-        self._low_memo: dict[frozenset[int], list[int]] = {}  # ASCII representatives by partitions
-        self._high_memo: dict[tuple[bool, frozenset[int]], list[int]] = {}  # bytes >= 0x80
-        self._pend_memo = None
-        # ASCII partitions of terminal automata states (TerminalAutomaton.ascii_partition), interned
-        self._part_of: dict[tuple[str, int], int] = {}
-        self._part_ids: dict[tuple[int, ...], int] = {}
-        self._part_reps: list[tuple[int, ...]] = []
-        # rows of the states explored since the last _finish (the dead state's to begin with)
-        self._fresh: dict[int, np.ndarray] = {DEAD: np.zeros(256, dtype=np.int32)}
-        self._succ: dict[int, set[int]] = {}  # their successor states (DEAD left out)
+        # terminals a match of terminal i cuts (the later main ones, less keyword targets)
+        self._cut: list[list[int]] = [[j for j in range(i + 1, self.n_main) if j not in self._no_cut]
+                                      for i in range(self.n_main)]
+        # the states explored since the last _finish: their moves (bytes, next state), how many each,
+        # and their successor states
+        self._new_at: list[np.ndarray] = []
+        self._new_dst: list[int] = []
+        self._new_n: list[int] = []
+        self._succ: dict[int, set[int]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -541,38 +615,52 @@ class LexerDFA:
     def _explore(self, first: int) -> None:
         """Build the rows of every state from ``first`` on (new ones are appended as found)."""
         i = max(first, START)
-        keys, index, fresh, succ = self._keys, self._index, self._fresh, self._succ
+        keys, index, rows, succ = self._keys, self._index, self.rows, self._succ
+        at, dst, n_moves = self._new_at, self._new_dst, self._new_n
+        terms = self.terms[:self.n_main]
+        explicit = self.explicit_nonascii
         while i < len(keys):
             key = keys[i]
-            pend = key[3]
-            if pend and not isinstance(pend[0], bytes):
+            main, best, guard, pend = key
+            if not pend:
+                moves = self._ascii_moves(key)
+                # bytes >= 0x80: dead unless a main terminal can read a non-ASCII character here; then
+                # lead bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters
+                # an automaton names (kept apart); continuation and invalid bytes cannot start a character
+                if any(st >= 0 and t.nonascii_live(st) for t, st in zip(terms, main)):
+                    if explicit:
+                        leads = frozenset().union(*(t.explicit_leads() for t, st in zip(self.terms, main) if st >= 0),
+                                                  *(self._uni[n].explicit_leads() for n, _ in guard))
+                        for m in _high_classes(leads):
+                            self._move(key, (m & -m).bit_length() - 1, m, moves)
+                    else:
+                        # what _step does with a lead byte when no automaton names a non-ASCII character
+                        cm = tuple([st if st >= 0 and t.nonascii_live(st) else -1 for t, st in zip(self.terms, main)])
+                        for m in _high_classes(_NO_LEADS):
+                            nk = (cm, best, guard, _LEAD[(m & -m).bit_length() - 1])
+                            j = index.get(nk)
+                            moves.append((m, self._add(nk) if j is None else j))
+            elif isinstance(pend[0], bytes):
+                # inside a character some automaton names: each continuation byte on its own, the rest dead
+                moves = []
+                for b in range(0x80, 0xC0):
+                    self._move(key, b, 1 << b, moves)
+            else:
                 # inside a character no automaton names: every byte of the allowed range steps alike
                 # (only the count of continuation bytes still needed matters), every other one is dead
                 _, lo, hi = pend
-                nk = self._step(key, lo)
-                j = DEAD
-                if nk is not None:
-                    found = index.get(nk)
-                    j = self._add(nk) if found is None else found
-                row = np.zeros(256, dtype=np.int32)
-                row[lo:hi + 1] = j
-                fresh[i] = row
-                succ[i] = {j} - {DEAD}
-                self.rows[i] = tuple(row.tolist())
-                i += 1
-                continue
-            rep, reps = self._state_classes(key)
-            vals = np.zeros(256, dtype=np.int32)  # target state by representative byte
-            for b in reps:
-                nk = self._step(key, b)
-                if nk is None:
-                    continue
-                found = index.get(nk)
-                vals[b] = self._add(nk) if found is None else found
-            row = vals[rep]
-            fresh[i] = row
-            succ[i] = set(vals[reps].tolist()) - {DEAD}
-            self.rows[i] = tuple(row.tolist())
+                moves = []
+                self._move(key, lo, (1 << (hi + 1)) - (1 << lo), moves)
+            row = [DEAD] * 256
+            for m, j in moves:
+                bs = _bits(m)
+                for a, e in bs[2]:
+                    row[a:e] = (j,) * (e - a)
+                at.append(bs[1])
+                dst.append(j)
+            rows[i] = tuple(row)
+            succ[i] = {j for _, j in moves}
+            n_moves.append(len(moves))
             i += 1
         self._finish(first)
 
@@ -580,8 +668,13 @@ class LexerDFA:
         """Extend the arrays with the states from ``first`` on (older states never change)."""
         n = len(self._keys)
         old = self.n_states
-        fresh = self._fresh
-        new_rows = np.stack([fresh[s] for s in range(old, n)]) if n > old else np.zeros((0, 256), dtype=np.int32)
+        new_rows = np.zeros((n - old, 256), dtype=np.int32)
+        if self._new_at:
+            # the moves of the new states (all but the dead one, which has none), scattered into the table
+            at = self._new_at
+            cnt = np.fromiter(map(len, at), dtype=np.intp, count=len(at))
+            src = np.repeat(np.arange(max(old, START) - old, n - old), self._new_n)
+            new_rows[np.repeat(src, cnt), np.concatenate(at)] = np.repeat(np.asarray(self._new_dst, dtype=np.int32), cnt)
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
         # vectorised walk keeps dead tokens out of every later fork
@@ -621,7 +714,7 @@ class LexerDFA:
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1
-        self._fresh = {}
+        self._new_at, self._new_dst, self._new_n = [], [], []
         self._succ = {}
 
     # ------------------------------------------------------------------------------------ queries
