@@ -93,6 +93,7 @@ def _low_bit(mask: int) -> int:
 
 _NO_GUARD: frozenset = frozenset()
 _NO_LEADS: frozenset[int] = frozenset()
+_DEAD_HIGH: tuple[int, ...] = (DEAD,) * 0x80  # bytes 0x80-0xFF of a row where they are all dead
 
 
 # bytes >= 0x80 outside a character: the lead bytes by their class, given the explicit lead bytes
@@ -487,9 +488,10 @@ class LexerDFA:
             ok[_bits(kill)[1]] = False
         return ok
 
-    def _ascii_moves(self, key: tuple) -> list[tuple[int, int]]:
+    def _plain_moves(self, key: tuple) -> tuple[list[tuple[int, int]], bool]:
         """The ASCII moves of state ``key`` (no partial character): ``[(bit set of bytes, next state)]``
-        by first byte, the dead bytes left out.
+        by first byte, the dead bytes left out; and whether a main terminal alive in ``key`` can read
+        a non-ASCII character (else every byte >= 0x80 is dead).
 
         Bytes that every automaton alive in ``key`` (its terminals and its guard's) leads to the same
         next state step alike, so one byte per class is stepped: the classes are the bytes some main
@@ -497,11 +499,20 @@ class LexerDFA:
         groups of bytes with one next state (:meth:`TerminalAutomaton.ascii_info`).  A byte alone in its
         group in any automaton is a class of its own."""
         main, best, guard, _ = key
-        n_main = self.n_main
-        infos = [_DEAD_INFO if st < 0 else t.ascii_info(st) for t, st in zip(self.terms, main)]
+        n_main, terms = self.n_main, self.terms
+        alive = [j for j, st in enumerate(main) if st >= 0]
+        infos = []
         live = 0
-        for inf in infos[:n_main]:
-            live |= inf[1]
+        hi_live = False
+        for j in alive:
+            t, st = terms[j], main[j]
+            inf = t._info.get(st) or t.ascii_info(st)
+            infos.append(inf)
+            if j < n_main:
+                live |= inf[1]
+                if not hi_live:
+                    na = t._na.get(st)
+                    hi_live = t.nonascii_live(st) if na is None else na
         ginfo: list[tuple[str, AsciiInfo]] = []
         if guard:
             uni = self._uni
@@ -510,11 +521,11 @@ class LexerDFA:
                 live &= ~inf[4]  # a byte completing an overriding terminal: Lark lexed the earlier text otherwise
                 ginfo.append((name, inf))
         if not live:
-            return []
+            return [], hi_live
         classes = [live]
         single = 0
         seen: set[int] = set()
-        for inf in infos + [g for _, g in ginfo]:
+        for inf in infos + [g for _, g in ginfo] if ginfo else infos:
             single |= inf[3]
             for m in inf[2]:
                 if m & live and m not in seen:
@@ -534,18 +545,22 @@ class LexerDFA:
             classes += [1 << b for b in _bits(single)[0]]
         if len(classes) > 1:
             classes.sort(key=_low_bit)
-        rows = [inf[0] for inf in infos]
-        fins = [inf[4] for inf in infos[:n_main if best < 0 else best + 1]]
+        # the terminals that may match first (in Lark's order: those before the best match so far)
+        lim = n_main if best < 0 else best + 1
+        first = [(j, inf[4]) for j, inf in zip(alive, infos) if j < lim]
         cut = self._cut
         index = self._index
+        pairs = list(zip(alive, [inf[0] for inf in infos]))
         moves = []
         for c in classes:
             low = c & -c
             b = low.bit_length() - 1
-            out = [r[b] for r in rows]
+            out = list(main)
+            for j, row in pairs:
+                out[j] = row[b]
             nb = best
-            for j, f in enumerate(fins):
-                if f & low:
+            for j, fin in first:
+                if fin & low:
                     nb = j
                     break
             if nb >= 0:
@@ -557,7 +572,36 @@ class LexerDFA:
             nk = (tuple(out), nb, ng, ())
             j = index.get(nk)
             moves.append((c, self._add(nk) if j is None else j))
-        return moves
+        return moves, hi_live
+
+    def _high_moves(self, key: tuple) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
+        """The moves of the bytes >= 0x80 of state ``key`` (no partial character; some main terminal
+        can read a non-ASCII character; no automaton names one): the lead bytes by their UTF-8 class,
+        to the state inside that character; and the row of bytes 0x80-0xFF.  The terminals that cannot
+        read a non-ASCII character are cut (what :meth:`_step` does), so states that differ only in them
+        share these moves (memo)."""
+        main, best, guard, _ = key
+        terms = self.terms
+        cm = list(main)
+        for j, st in enumerate(main):
+            if st >= 0 and not terms[j].nonascii_live(st):
+                cm[j] = -1
+        hk = (tuple(cm), best, guard)
+        r = self._high_memo.get(hk)
+        if r is None:
+            index = self._index
+            moves = []
+            row = [DEAD] * 0x80
+            for m in _high_classes(_NO_LEADS):
+                nk = hk + (_LEAD[(m & -m).bit_length() - 1],)
+                j = index.get(nk)
+                if j is None:
+                    j = self._add(nk)
+                moves.append((m, j))
+                for a, e in _bits(m)[2]:
+                    row[a - 0x80:e - 0x80] = (j,) * (e - a)
+            r = self._high_memo[hk] = (moves, tuple(row))
+        return r
 
     def _move(self, key: tuple, b: int, mask: int, moves: list[tuple[int, int]]) -> None:
         """Step ``key`` by byte ``b`` (:meth:`_step`); append ``(mask, next state)`` unless dead."""
@@ -583,6 +627,8 @@ class LexerDFA:
         self._new_dst: list[int] = []
         self._new_n: list[int] = []
         self._succ: dict[int, set[int]] = {}
+        # moves of bytes >= 0x80 by the state inside a character they lead to (_high_moves)
+        self._high_memo: dict[tuple, tuple[list[tuple[int, int]], tuple[int, ...]]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -615,52 +661,59 @@ class LexerDFA:
     def _explore(self, first: int) -> None:
         """Build the rows of every state from ``first`` on (new ones are appended as found)."""
         i = max(first, START)
-        keys, index, rows, succ = self._keys, self._index, self.rows, self._succ
+        keys, rows, succ = self._keys, self.rows, self._succ
         at, dst, n_moves = self._new_at, self._new_dst, self._new_n
-        terms = self.terms[:self.n_main]
         explicit = self.explicit_nonascii
         while i < len(keys):
             key = keys[i]
-            main, best, guard, pend = key
+            main, _, guard, pend = key
+            high: tuple[int, ...] | None = _DEAD_HIGH
+            hmoves: list[tuple[int, int]] = []
             if not pend:
-                moves = self._ascii_moves(key)
+                moves, hi_live = self._plain_moves(key)
                 # bytes >= 0x80: dead unless a main terminal can read a non-ASCII character here; then
                 # lead bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters
                 # an automaton names (kept apart); continuation and invalid bytes cannot start a character
-                if any(st >= 0 and t.nonascii_live(st) for t, st in zip(terms, main)):
+                if hi_live:
                     if explicit:
+                        high = None
                         leads = frozenset().union(*(t.explicit_leads() for t, st in zip(self.terms, main) if st >= 0),
                                                   *(self._uni[n].explicit_leads() for n, _ in guard))
                         for m in _high_classes(leads):
                             self._move(key, (m & -m).bit_length() - 1, m, moves)
                     else:
-                        # what _step does with a lead byte when no automaton names a non-ASCII character
-                        cm = tuple([st if st >= 0 and t.nonascii_live(st) else -1 for t, st in zip(self.terms, main)])
-                        for m in _high_classes(_NO_LEADS):
-                            nk = (cm, best, guard, _LEAD[(m & -m).bit_length() - 1])
-                            j = index.get(nk)
-                            moves.append((m, self._add(nk) if j is None else j))
+                        hmoves, high = self._high_moves(key)
+                        for m, j in hmoves:
+                            at.append(_bits(m)[1])
+                            dst.append(j)
             elif isinstance(pend[0], bytes):
                 # inside a character some automaton names: each continuation byte on its own, the rest dead
+                high = None
                 moves = []
                 for b in range(0x80, 0xC0):
                     self._move(key, b, 1 << b, moves)
             else:
                 # inside a character no automaton names: every byte of the allowed range steps alike
                 # (only the count of continuation bytes still needed matters), every other one is dead
+                high = None
                 _, lo, hi = pend
                 moves = []
                 self._move(key, lo, (1 << (hi + 1)) - (1 << lo), moves)
-            row = [DEAD] * 256
+            row = [DEAD] * (0x80 if high is not None else 0x100)
             for m, j in moves:
                 bs = _bits(m)
                 for a, e in bs[2]:
                     row[a:e] = (j,) * (e - a)
                 at.append(bs[1])
                 dst.append(j)
-            rows[i] = tuple(row)
-            succ[i] = {j for _, j in moves}
-            n_moves.append(len(moves))
+            nxt = {j for _, j in moves}
+            if high is None:
+                rows[i] = tuple(row)
+            else:
+                rows[i] = tuple(row) + high
+                nxt.update([j for _, j in hmoves])
+            succ[i] = nxt
+            n_moves.append(len(moves) + len(hmoves))
             i += 1
         self._finish(first)
 
@@ -716,6 +769,7 @@ class LexerDFA:
         self.version += 1
         self._new_at, self._new_dst, self._new_n = [], [], []
         self._succ = {}
+        self._high_memo = {}
 
     # ------------------------------------------------------------------------------------ queries
     def ok_states(self, allowed_bits: int) -> np.ndarray:
