@@ -94,6 +94,7 @@ def _low_bit(mask: int) -> int:
 _NO_GUARD: frozenset = frozenset()
 _NO_LEADS: frozenset[int] = frozenset()
 _DEAD_HIGH: tuple[int, ...] = (DEAD,) * 0x80  # bytes 0x80-0xFF of a row where they are all dead
+_ONE_BYTE: list[np.ndarray] = [np.asarray([b], dtype=np.intp) for b in range(0x100)]  # _bits(1 << b)[1]
 
 
 # bytes >= 0x80 outside a character: the lead bytes by their class, given the explicit lead bytes
@@ -295,7 +296,11 @@ class TerminalAutomaton:
         """Can some non-ASCII character be read from ``state``?"""
         r = self._na.get(state)
         if r is None:
-            r = self.step(state, anything_else) >= 0 or any(self.step(state, c) >= 0 for c in self.nonascii)
+            # what step() gives for "any other character" and for each non-ASCII character the alphabet names
+            trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
+            sym, live = self.fsm.alphabet._symbol_mapping, self.live
+            r = any(t is not None and t in live
+                    for t in (trans.get(c) for c in [sym.get(anything_else), *(sym[ch] for ch in self.nonascii)]))
             self._na[state] = r
         return r
 
@@ -488,10 +493,11 @@ class LexerDFA:
             ok[_bits(kill)[1]] = False
         return ok
 
-    def _plain_moves(self, key: tuple) -> tuple[list[tuple[int, int]], bool]:
-        """The ASCII moves of state ``key`` (no partial character): ``[(bit set of bytes, next state)]``
-        by first byte, the dead bytes left out; and whether a main terminal alive in ``key`` can read
-        a non-ASCII character (else every byte >= 0x80 is dead).
+    def _plain_moves(self, key: tuple, row: list[int], at: list[np.ndarray], dst: list[int]) -> bool:
+        """Fill ``row`` (bytes 0-0x7F) with the ASCII moves of state ``key`` (no partial character) and
+        append each move's bytes and next state to ``at`` and ``dst`` (by first byte; dead bytes are left
+        out).  Returns whether a main terminal alive in ``key`` can read a non-ASCII character (else
+        every byte >= 0x80 is dead).
 
         Bytes that every automaton alive in ``key`` (its terminals and its guard's) leads to the same
         next state step alike, so one byte per class is stepped: the classes are the bytes some main
@@ -521,28 +527,32 @@ class LexerDFA:
                 live &= ~inf[4]  # a byte completing an overriding terminal: Lark lexed the earlier text otherwise
                 ginfo.append((name, inf))
         if not live:
-            return [], hi_live
-        classes = [live]
-        single = 0
-        seen: set[int] = set()
-        for inf in infos + [g for _, g in ginfo] if ginfo else infos:
-            single |= inf[3]
-            for m in inf[2]:
-                if m & live and m not in seen:
-                    seen.add(m)
-                    split = []
-                    for c in classes:
-                        x = c & m
-                        if x and x != c:
-                            split.append(x)
-                            split.append(c ^ x)
-                        else:
-                            split.append(c)
-                    classes = split
-        single &= live
-        if single:
-            classes = [r for r in (c & ~single for c in classes) if r]
-            classes += [1 << b for b in _bits(single)[0]]
+            return hi_live
+        if len(infos) == 1 and not ginfo:
+            self._single_moves(key, alive[0], infos[0], row, at, dst)
+            return hi_live
+        else:
+            classes = [live]
+            single = 0
+            seen: set[int] = set()
+            for inf in infos + [g for _, g in ginfo] if ginfo else infos:
+                single |= inf[3]
+                for m in inf[2]:
+                    if m & live and m not in seen:
+                        seen.add(m)
+                        split = []
+                        for c in classes:
+                            x = c & m
+                            if x and x != c:
+                                split.append(x)
+                                split.append(c ^ x)
+                            else:
+                                split.append(c)
+                        classes = split
+            single &= live
+            if single:
+                classes = [r for r in (c & ~single for c in classes) if r]
+                classes += [1 << b for b in _bits(single)[0]]
         if len(classes) > 1:
             classes.sort(key=_low_bit)
         # the terminals that may match first (in Lark's order: those before the best match so far)
@@ -551,13 +561,12 @@ class LexerDFA:
         cut = self._cut
         index = self._index
         pairs = list(zip(alive, [inf[0] for inf in infos]))
-        moves = []
         for c in classes:
             low = c & -c
             b = low.bit_length() - 1
             out = list(main)
-            for j, row in pairs:
-                out[j] = row[b]
+            for j, r in pairs:
+                out[j] = r[b]
             nb = best
             for j, fin in first:
                 if fin & low:
@@ -571,44 +580,99 @@ class LexerDFA:
             ng = frozenset([(name, t) for name, inf in ginfo if (t := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
             nk = (tuple(out), nb, ng, ())
             j = index.get(nk)
-            moves.append((c, self._add(nk) if j is None else j))
-        return moves, hi_live
+            if j is None:
+                j = self._add(nk)
+            if c == low:
+                row[b] = j
+                at.append(_ONE_BYTE[b])
+            else:
+                bs = _bits(c)
+                for a, e in bs[2]:
+                    row[a:e] = (j,) * (e - a)
+                at.append(bs[1])
+            dst.append(j)
+        return hi_live
 
-    def _high_moves(self, key: tuple) -> tuple[list[tuple[int, int]], tuple[int, ...]]:
+    def _single_moves(self, key: tuple, j0: int, inf: AsciiInfo, row: list[int], at: list[np.ndarray],
+                      dst: list[int]) -> None:
+        """:meth:`_plain_moves` of a state with one live terminal ``j0`` (a main one) and no guard: that
+        automaton's groups are the classes, and no other terminal is left to cut (the later main ones
+        are dead already, or keyword targets)."""
+        main, best, _, _ = key
+        classes = list(inf[2])
+        if inf[3]:
+            classes += [1 << b for b in _bits(inf[3])[0]]
+        if len(classes) > 1:
+            classes.sort(key=_low_bit)
+        nxt = inf[0]
+        fin = inf[4] if best < 0 or j0 <= best else 0
+        pre, post = main[:j0], main[j0 + 1:]
+        index = self._index
+        for c in classes:
+            low = c & -c
+            b = low.bit_length() - 1
+            nk = (pre + (nxt[b],) + post, j0 if fin & low else best, _NO_GUARD, ())
+            j = index.get(nk)
+            if j is None:
+                j = self._add(nk)
+            if c == low:
+                row[b] = j
+                at.append(_ONE_BYTE[b])
+            else:
+                bs = _bits(c)
+                for a, e in bs[2]:
+                    row[a:e] = (j,) * (e - a)
+                at.append(bs[1])
+            dst.append(j)
+
+    def _high_moves(self, key: tuple) -> tuple[tuple[int, ...], list[np.ndarray], list[int]]:
         """The moves of the bytes >= 0x80 of state ``key`` (no partial character; some main terminal
         can read a non-ASCII character; no automaton names one): the lead bytes by their UTF-8 class,
-        to the state inside that character; and the row of bytes 0x80-0xFF.  The terminals that cannot
-        read a non-ASCII character are cut (what :meth:`_step` does), so states that differ only in them
-        share these moves (memo)."""
+        to the state inside that character.  Returns (the row of bytes 0x80-0xFF, each move's bytes,
+        each move's next state).  The terminals that cannot read a non-ASCII character are cut (what
+        :meth:`_step` does), so states that differ only in them share these moves (memo)."""
         main, best, guard, _ = key
         terms = self.terms
         cm = list(main)
         for j, st in enumerate(main):
-            if st >= 0 and not terms[j].nonascii_live(st):
-                cm[j] = -1
+            if st >= 0:
+                t = terms[j]
+                na = t._na.get(st)
+                if not (t.nonascii_live(st) if na is None else na):
+                    cm[j] = -1
         hk = (tuple(cm), best, guard)
         r = self._high_memo.get(hk)
         if r is None:
             index = self._index
-            moves = []
             row = [DEAD] * 0x80
+            at: list[np.ndarray] = []
+            dst: list[int] = []
             for m in _high_classes(_NO_LEADS):
                 nk = hk + (_LEAD[(m & -m).bit_length() - 1],)
                 j = index.get(nk)
                 if j is None:
                     j = self._add(nk)
-                moves.append((m, j))
-                for a, e in _bits(m)[2]:
+                bs = _bits(m)
+                for a, e in bs[2]:
                     row[a - 0x80:e - 0x80] = (j,) * (e - a)
-            r = self._high_memo[hk] = (moves, tuple(row))
+                at.append(bs[1])
+                dst.append(j)
+            r = self._high_memo[hk] = (tuple(row), at, dst)
         return r
 
-    def _move(self, key: tuple, b: int, mask: int, moves: list[tuple[int, int]]) -> None:
-        """Step ``key`` by byte ``b`` (:meth:`_step`); append ``(mask, next state)`` unless dead."""
+    def _move(self, key: tuple, b: int, mask: int, row: list[int], at: list[np.ndarray], dst: list[int]) -> None:
+        """Step ``key`` by byte ``b`` (:meth:`_step`); unless dead, the bytes of ``mask`` move to the next
+        state: set in ``row``, appended to ``at`` and ``dst``."""
         nk = self._step(key, b)
         if nk is not None:
             j = self._index.get(nk)
-            moves.append((mask, self._add(nk) if j is None else j))
+            if j is None:
+                j = self._add(nk)
+            bs = _bits(mask)
+            for a, e in bs[2]:
+                row[a:e] = (j,) * (e - a)
+            at.append(bs[1])
+            dst.append(j)
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
@@ -628,7 +692,7 @@ class LexerDFA:
         self._new_n: list[int] = []
         self._succ: dict[int, set[int]] = {}
         # moves of bytes >= 0x80 by the state inside a character they lead to (_high_moves)
-        self._high_memo: dict[tuple, tuple[list[tuple[int, int]], tuple[int, ...]]] = {}
+        self._high_memo: dict[tuple, tuple[tuple[int, ...], list[np.ndarray], list[int]]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -667,53 +731,42 @@ class LexerDFA:
         while i < len(keys):
             key = keys[i]
             main, _, guard, pend = key
-            high: tuple[int, ...] | None = _DEAD_HIGH
-            hmoves: list[tuple[int, int]] = []
+            k = len(dst)
             if not pend:
-                moves, hi_live = self._plain_moves(key)
+                row = [DEAD] * 0x80
                 # bytes >= 0x80: dead unless a main terminal can read a non-ASCII character here; then
                 # lead bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters
                 # an automaton names (kept apart); continuation and invalid bytes cannot start a character
-                if hi_live:
+                if self._plain_moves(key, row, at, dst):
                     if explicit:
-                        high = None
                         leads = frozenset().union(*(t.explicit_leads() for t, st in zip(self.terms, main) if st >= 0),
                                                   *(self._uni[n].explicit_leads() for n, _ in guard))
+                        row += _DEAD_HIGH
                         for m in _high_classes(leads):
-                            self._move(key, (m & -m).bit_length() - 1, m, moves)
+                            self._move(key, (m & -m).bit_length() - 1, m, row, at, dst)
+                        rows[i] = tuple(row)
                     else:
-                        hmoves, high = self._high_moves(key)
-                        for m, j in hmoves:
-                            at.append(_bits(m)[1])
-                            dst.append(j)
+                        high, h_at, h_dst = self._high_moves(key)
+                        rows[i] = tuple(row) + high
+                        at += h_at
+                        dst += h_dst
+                else:
+                    rows[i] = tuple(row) + _DEAD_HIGH
             elif isinstance(pend[0], bytes):
                 # inside a character some automaton names: each continuation byte on its own, the rest dead
-                high = None
-                moves = []
+                row = [DEAD] * 0x100
                 for b in range(0x80, 0xC0):
-                    self._move(key, b, 1 << b, moves)
+                    self._move(key, b, 1 << b, row, at, dst)
+                rows[i] = tuple(row)
             else:
                 # inside a character no automaton names: every byte of the allowed range steps alike
                 # (only the count of continuation bytes still needed matters), every other one is dead
-                high = None
                 _, lo, hi = pend
-                moves = []
-                self._move(key, lo, (1 << (hi + 1)) - (1 << lo), moves)
-            row = [DEAD] * (0x80 if high is not None else 0x100)
-            for m, j in moves:
-                bs = _bits(m)
-                for a, e in bs[2]:
-                    row[a:e] = (j,) * (e - a)
-                at.append(bs[1])
-                dst.append(j)
-            nxt = {j for _, j in moves}
-            if high is None:
+                row = [DEAD] * 0x100
+                self._move(key, lo, (1 << (hi + 1)) - (1 << lo), row, at, dst)
                 rows[i] = tuple(row)
-            else:
-                rows[i] = tuple(row) + high
-                nxt.update([j for _, j in hmoves])
-            succ[i] = nxt
-            n_moves.append(len(moves) + len(hmoves))
+            succ[i] = set(dst[k:])
+            n_moves.append(len(dst) - k)
             i += 1
         self._finish(first)
 
