@@ -27,6 +27,7 @@ Python's ``re`` is Unicode-aware.
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -723,7 +724,22 @@ class LexerDFA:
         return j
 
     def _explore(self, first: int) -> None:
-        """Build the rows of every state from ``first`` on (new ones are appended as found)."""
+        """Build the rows of every state from ``first`` on (new ones are appended as found).
+
+        Python's cyclic garbage collector is paused meanwhile: the build makes no reference cycles,
+        but its many small tuples (state keys, rows) would otherwise set off collections, full ones
+        among them, that walk every object of the process (a quarter of the build time in a process
+        holding compiled grammars)."""
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            self._explore_states(first)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _explore_states(self, first: int) -> None:
         i = max(first, START)
         keys, rows, succ = self._keys, self.rows, self._succ
         at, dst, n_moves = self._new_at, self._new_dst, self._new_n
