@@ -56,9 +56,10 @@ for _b in range(0xF0, 0xF5):
     _LEAD[_b] = (3, 0x90 if _b == 0xF0 else 0x80, 0x8F if _b == 0xF4 else 0xBF)
 
 # TerminalAutomaton.ascii_info: (next live state per ASCII byte, then bit sets over the ASCII bytes:
-# live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final state)
-AsciiInfo = tuple[tuple[int, ...], int, tuple[int, ...], int, int]
-_DEAD_INFO: AsciiInfo = ((-1,) * 0x80, 0, (), 0, 0)  # a dead (or cut) terminal
+# live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final
+# state; then (bytes, next state) per next state, by first byte)
+AsciiInfo = tuple[tuple[int, ...], int, tuple[int, ...], int, int, tuple[tuple[int, int], ...]]
+_DEAD_INFO: AsciiInfo = ((-1,) * 0x80, 0, (), 0, 0, ())  # a dead (or cut) terminal
 
 # bit sets over the 256 bytes -> (their bytes, as an intp array, their runs), shared by all automata
 _BITS_LIMIT = 1 << 16
@@ -90,6 +91,11 @@ def _bits(mask: int) -> tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int]
 def _low_bit(mask: int) -> int:
     """The lowest set bit of ``mask`` (sorts bit sets by their first byte)."""
     return mask & -mask
+
+
+def _low_bit_first(pair: tuple[int, int]) -> int:
+    """The lowest set bit of ``pair[0]``."""
+    return pair[0] & -pair[0]
 
 
 _NO_GUARD: frozenset = frozenset()
@@ -142,6 +148,7 @@ class TerminalAutomaton:
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
     _info: dict[int, AsciiInfo] = field(default_factory=dict, repr=False)
     _of_class: dict[Any, int] | None = field(default=None, repr=False)
+    _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
     _leads: frozenset[int] | None = field(default=None, repr=False)
 
     @classmethod
@@ -197,8 +204,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_info": {}, "_of_class": None,
-                "_leads": None}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_info": {},
+                "_of_class": None, "_na_classes": None, "_leads": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -210,11 +217,12 @@ class TerminalAutomaton:
         return r
 
     def ascii_info(self, state: int) -> AsciiInfo:
-        """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final)``: ``row`` the
-        ``(128,)`` tuple of next live states (-1: dead), then bit sets over the 128 ASCII bytes (bit ``b``:
-        byte ``b``): ``live`` the bytes ``row`` keeps alive; ``multi`` one set per next state two or more
-        bytes lead to, ``single`` the bytes that alone lead to their next state; ``final`` the bytes after
-        which the automaton is in a final state (a match)."""
+        """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final, moves)``: ``row``
+        the ``(128,)`` tuple of next live states (-1: dead), then bit sets over the 128 ASCII bytes (bit
+        ``b``: byte ``b``): ``live`` the bytes ``row`` keeps alive; ``multi`` one set per next state two or
+        more bytes lead to, ``single`` the bytes that alone lead to their next state; ``final`` the bytes
+        after which the automaton is in a final state (a match); ``moves``: ``(bytes, next state)`` per
+        live next state, by first byte."""
         r = self._info.get(state)
         if r is None:
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
@@ -237,7 +245,17 @@ class TerminalAutomaton:
                     single |= m
                 if t in finals:
                     final |= m
-            r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final)
+            moves = tuple(sorted(((m, t) for t, m in groups.items()), key=_low_bit_first))
+            r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final, moves)
+        return r
+
+    def _nonascii_classes(self) -> tuple[Any, ...]:
+        """The alphabet classes a non-ASCII character can be in: "anything else"'s and those of the
+        non-ASCII characters the alphabet names."""
+        r = self._na_classes
+        if r is None:
+            sym = self.fsm.alphabet._symbol_mapping
+            r = self._na_classes = tuple(dict.fromkeys([sym.get(anything_else), *(sym[ch] for ch in self.nonascii)]))
         return r
 
     def _class_bits(self) -> dict[Any, int]:
@@ -299,19 +317,33 @@ class TerminalAutomaton:
         if r is None:
             # what step() gives for "any other character" and for each non-ASCII character the alphabet names
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
-            sym, live = self.fsm.alphabet._symbol_mapping, self.live
-            r = any(t is not None and t in live
-                    for t in (trans.get(c) for c in [sym.get(anything_else), *(sym[ch] for ch in self.nonascii)]))
+            live = self.live
+            r = False
+            for c in self._nonascii_classes():
+                t = trans.get(c)
+                if t is not None and t in live:
+                    r = True
+                    break
             self._na[state] = r
         return r
 
 
-def _ascii_reps(classes: list[np.ndarray]) -> list[int]:
-    """Representative (first) byte of each ASCII byte's class, given each automaton's ``(128,)``
-    alphabet classes: bytes with equal classes in every automaton are one class."""
-    cols = np.stack(classes, axis=1).tolist()  # (128, n_automata)
-    first: dict[tuple[int, ...], int] = {}
-    return [first.setdefault(tuple(c), b) for b, c in enumerate(cols)]
+# the last universe indexed (every context of a grammar passes the same list): (it, its length, index)
+_LAST_UNIVERSE: list[Any] = [None, -1, ({}, False)]
+
+
+def _universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, TerminalAutomaton], bool]:
+    """``({name: automaton}`` (the first of each name), whether any names a non-ASCII character)``
+    of ``universe``; the last result is kept (a grammar's contexts all pass its one universe list)."""
+    last = _LAST_UNIVERSE
+    if last[0] is universe and last[1] == len(universe):
+        return last[2]
+    index: dict[str, TerminalAutomaton] = {}
+    for t in universe:
+        index.setdefault(t.name, t)
+    r = (index, any(t.nonascii for t in index.values()))
+    last[:] = [universe, len(universe), r]
+    return r
 
 
 class LexerDFA:
@@ -361,11 +393,14 @@ class LexerDFA:
         self.ignore_bits = sum(1 << i for i, ig in enumerate(ignore) if ig)
         self.unless = unless
         self._no_cut = frozenset(j for js in unless.values() for j in js)
-        uni = {t.name: t for t in (universe or [])}
+        base, explicit = _universe_index(universe or [])
+        uni = dict(base)
         for t in terminals:
-            uni.setdefault(t.name, t)
+            if t.name not in uni:
+                uni[t.name] = t
+                explicit = explicit or bool(t.nonascii)
         self._uni = uni  # every terminal a guard may hold (byte classes must separate their bytes)
-        self.explicit_nonascii = any(t.nonascii for t in uni.values())
+        self.explicit_nonascii = explicit
         self.forks: list[tuple[int, frozenset]] = []
         self._fork_index: dict[tuple[int, frozenset], int] = {}
         self.fork_ok_byte: list[np.ndarray] = []
@@ -600,23 +635,17 @@ class LexerDFA:
         automaton's groups are the classes, and no other terminal is left to cut (the later main ones
         are dead already, or keyword targets)."""
         main, best, _, _ = key
-        classes = list(inf[2])
-        if inf[3]:
-            classes += [1 << b for b in _bits(inf[3])[0]]
-        if len(classes) > 1:
-            classes.sort(key=_low_bit)
-        nxt = inf[0]
         fin = inf[4] if best < 0 or j0 <= best else 0
         pre, post = main[:j0], main[j0 + 1:]
         index = self._index
-        for c in classes:
+        for c, t in inf[5]:
             low = c & -c
-            b = low.bit_length() - 1
-            nk = (pre + (nxt[b],) + post, j0 if fin & low else best, _NO_GUARD, ())
+            nk = (pre + (t,) + post, j0 if fin & low else best, _NO_GUARD, ())
             j = index.get(nk)
             if j is None:
                 j = self._add(nk)
             if c == low:
+                b = low.bit_length() - 1
                 row[b] = j
                 at.append(_ONE_BYTE[b])
             else:
@@ -719,7 +748,7 @@ class LexerDFA:
         self._index[key] = j
         self._keys.append(key)
         self.rows.append(())
-        self._fork_list.append(self._fork(key))
+        self._fork_list.append(-1 if key[3] or key[1] < 0 else self._fork(key))  # no match yet, or in a character
         self._reach_list.append(0)
         return j
 
