@@ -266,7 +266,7 @@ class TerminalAutomaton:
             named = 0  # the ASCII characters the alphabet names; the others are "anything else"
             other = None
             for ch, c in self.fsm.alphabet._symbol_mapping.items():
-                if ch is anything_else:
+                if not isinstance(ch, str):  # anything_else
                     other = c
                 elif len(ch) == 1 and ord(ch) < 0x80:
                     r[c] = r.get(c, 0) | 1 << ord(ch)
@@ -375,6 +375,13 @@ class LexerDFA:
         reach: per state, a bit set (Python int) of the winners of the forks reachable from it.
         reach_group / reach_values: states grouped by identical ``reach`` sets (vectorised checks).
         n_states: number of states so far; ``version`` grows with it (keys caches of ``ok_states``).
+
+    Building: states are numbered breadth-first, each state's successors in the order of the first
+    byte leading to them (what stepping bytes 0-255 one by one would give; ``tests/engine/
+    test_lexer_build.py`` checks exactly that against such a reference).  Only one byte per class of
+    bytes that every automaton alive in the state treats alike is stepped: the ASCII classes come from
+    each terminal state's cached bit sets (:meth:`TerminalAutomaton.ascii_info`), the bytes >= 0x80 go
+    by their UTF-8 class (:data:`_LEAD`).
     """
 
     table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
@@ -613,11 +620,10 @@ class LexerDFA:
                     out[j] = -1
             if max(out[:n_main]) < 0:
                 continue
-            ng = frozenset([(name, t) for name, inf in ginfo if (t := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
+            ng = frozenset([(name, gt) for name, inf in ginfo if (gt := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
             nk = (tuple(out), nb, ng, ())
-            j = index.get(nk)
-            if j is None:
-                j = self._add(nk)
+            found = index.get(nk)
+            j = self._add(nk) if found is None else found
             if c == low:
                 row[b] = j
                 at.append(_ONE_BYTE[b])
@@ -679,9 +685,8 @@ class LexerDFA:
             dst: list[int] = []
             for m in _high_classes(_NO_LEADS):
                 nk = hk + (_LEAD[(m & -m).bit_length() - 1],)
-                j = index.get(nk)
-                if j is None:
-                    j = self._add(nk)
+                found = index.get(nk)
+                j = self._add(nk) if found is None else found
                 bs = _bits(m)
                 for a, e in bs[2]:
                     row[a - 0x80:e - 0x80] = (j,) * (e - a)
