@@ -226,7 +226,8 @@ class TerminalAutomaton:
         r = self._info.get(state)
         if r is None:
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
-            live, finals, of_class = self.live, self.fsm.finals, self._class_bits()
+            live, finals = self.live, self.fsm.finals
+            of_class = self._of_class or self._class_bits()
             groups: dict[int, int] = {}  # next state -> its bytes
             for c, t in trans.items():
                 m = of_class.get(c)
@@ -236,8 +237,8 @@ class TerminalAutomaton:
             live_bits = single = final = 0
             multi = []
             for t, m in groups.items():
-                for b in _bits(m)[0]:
-                    row[b] = t
+                for a, e in _bits(m)[2]:
+                    row[a:e] = (t,) * (e - a)
                 live_bits |= m
                 if m & (m - 1):
                     multi.append(m)
@@ -245,7 +246,9 @@ class TerminalAutomaton:
                     single |= m
                 if t in finals:
                     final |= m
-            moves = tuple(sorted(((m, t) for t, m in groups.items()), key=_low_bit_first))
+            moves = tuple((m, t) for t, m in groups.items())
+            if len(moves) > 1:
+                moves = tuple(sorted(moves, key=_low_bit_first))
             r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final, moves)
         return r
 
