@@ -27,6 +27,7 @@ Python's ``re`` is Unicode-aware.
 
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -54,6 +55,77 @@ for _b in range(0xE0, 0xF0):
 for _b in range(0xF0, 0xF5):
     _LEAD[_b] = (3, 0x90 if _b == 0xF0 else 0x80, 0x8F if _b == 0xF4 else 0xBF)
 
+# TerminalAutomaton.ascii_info: (next live state per ASCII byte, then bit sets over the ASCII bytes:
+# live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final
+# state; then (bytes, next state) per next state, by first byte)
+AsciiInfo = tuple[tuple[int, ...], int, tuple[int, ...], int, int, tuple[tuple[int, int], ...]]
+_DEAD_INFO: AsciiInfo = ((-1,) * 0x80, 0, (), 0, 0, ())  # a dead (or cut) terminal
+
+# bit sets over the 256 bytes -> (their bytes, as an intp array, their runs), shared by all automata
+_BITS_LIMIT = 1 << 16
+_BITS: dict[int, tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int], ...]]] = {}
+
+
+def _bits(mask: int) -> tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int], ...]]:
+    """The bytes of bit set ``mask`` (bit ``b``: byte ``b``), ascending, as a tuple and an ``(k,)`` intp
+    array, and as runs ``(first, last + 1)`` of consecutive bytes."""
+    r = _BITS.get(mask)
+    if r is None:
+        out: list[int] = []
+        runs: list[tuple[int, int]] = []
+        m = mask
+        while m:
+            low = m & -m
+            a = low.bit_length() - 1
+            run = (m + low) & ~m  # the bit just above the run of ones that starts at ``a``
+            e = run.bit_length() - 1
+            out.extend(range(a, e))
+            runs.append((a, e))
+            m &= ~(run - low)
+        if len(_BITS) >= _BITS_LIMIT:
+            _BITS.clear()
+        r = _BITS[mask] = (tuple(out), np.asarray(out, dtype=np.intp), tuple(runs))
+    return r
+
+
+def _low_bit(mask: int) -> int:
+    """The lowest set bit of ``mask`` (sorts bit sets by their first byte)."""
+    return mask & -mask
+
+
+def _low_bit_first(pair: tuple[int, int]) -> int:
+    """The lowest set bit of ``pair[0]``."""
+    return pair[0] & -pair[0]
+
+
+_NO_GUARD: frozenset = frozenset()
+_NO_LEADS: frozenset[int] = frozenset()
+_DEAD_HIGH: tuple[int, ...] = (DEAD,) * 0x80  # bytes 0x80-0xFF of a row where they are all dead
+_ONE_BYTE: list[np.ndarray] = [np.asarray([b], dtype=np.intp) for b in range(0x100)]  # _bits(1 << b)[1]
+
+
+# bytes >= 0x80 outside a character: the lead bytes by their class, given the explicit lead bytes
+_HIGH: dict[frozenset[int], list[int]] = {}
+
+
+def _high_classes(leads: frozenset[int]) -> list[int]:
+    """Bit sets (bits 0x80-0xFF) of the lead bytes that step alike at a state where some terminal can
+    read a non-ASCII character: each byte of ``leads`` (first bytes of characters an automaton names)
+    on its own, the others by their UTF-8 class (:data:`_LEAD`); ascending by first byte.  Continuation
+    and invalid bytes cannot start a character (dead), so they are in none."""
+    r = _HIGH.get(leads)
+    if r is None:
+        by_sig: dict[object, int] = {}
+        for b in range(0x80, 0x100):
+            lead = _LEAD.get(b)
+            if lead is not None:
+                sig: object = b if b in leads else lead
+                by_sig[sig] = by_sig.get(sig, 0) | 1 << b
+        r = _HIGH[leads] = sorted(by_sig.values(), key=lambda m: m & -m)
+        if len(_HIGH) > 4096:
+            _HIGH.clear()
+    return r
+
 
 @dataclass
 class TerminalAutomaton:
@@ -74,8 +146,10 @@ class TerminalAutomaton:
     _na: dict[int, bool] = field(default_factory=dict, repr=False)
     _ascii: np.ndarray | None = field(default=None, repr=False)
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
-    _rows: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
-    _class_list: tuple[list[int], list[tuple[int, int]]] | None = field(default=None, repr=False)
+    _info: dict[int, AsciiInfo] = field(default_factory=dict, repr=False)
+    _of_class: dict[Any, int] | None = field(default=None, repr=False)
+    _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
+    _leads: frozenset[int] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -130,8 +204,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_rows": {},
-                "_class_list": None}
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_info": {},
+                "_of_class": None, "_na_classes": None, "_leads": None}
 
     def ascii_classes(self) -> np.ndarray:
         """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
@@ -142,31 +216,67 @@ class TerminalAutomaton:
             r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
         return r
 
-    def ascii_partition(self, state: int) -> tuple[int, ...]:
-        """``(128,)`` representative (first) byte of each ASCII byte's class at ``state``: bytes that
-        lead ``state`` to the same next state (or all to death) are one class."""
-        r = self._rows.get(state)
+    def ascii_info(self, state: int) -> AsciiInfo:
+        """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final, moves)``: ``row``
+        the ``(128,)`` tuple of next live states (-1: dead), then bit sets over the 128 ASCII bytes (bit
+        ``b``: byte ``b``): ``live`` the bytes ``row`` keeps alive; ``multi`` one set per next state two or
+        more bytes lead to, ``single`` the bytes that alone lead to their next state; ``final`` the bytes
+        after which the automaton is in a final state (a match); ``moves``: ``(bytes, next state)`` per
+        live next state, by first byte."""
+        r = self._info.get(state)
         if r is None:
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
-            cls, class_first = self._ascii_class_list()
-            live = self.live
-            rep_of: dict[object, int] = {}  # next state (None: dead) -> first byte leading there
-            class_rep = {}
-            for c, b in class_first:  # alphabet classes by their first ASCII byte
-                t = trans.get(c)
-                class_rep[c] = rep_of.setdefault(t if t is not None and t in live else None, b)
-            r = self._rows[state] = tuple([class_rep[c] for c in cls])
+            live, finals = self.live, self.fsm.finals
+            of_class = self._of_class or self._class_bits()
+            groups: dict[int, int] = {}  # next state -> its bytes
+            for c, t in trans.items():
+                m = of_class.get(c)
+                if m and t in live:
+                    groups[t] = groups.get(t, 0) | m
+            row = [-1] * 0x80
+            live_bits = single = final = 0
+            multi = []
+            for t, m in groups.items():
+                for a, e in _bits(m)[2]:
+                    row[a:e] = (t,) * (e - a)
+                live_bits |= m
+                if m & (m - 1):
+                    multi.append(m)
+                else:
+                    single |= m
+                if t in finals:
+                    final |= m
+            moves = tuple((m, t) for t, m in groups.items())
+            if len(moves) > 1:
+                moves = tuple(sorted(moves, key=_low_bit_first))
+            r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final, moves)
         return r
 
-    def _ascii_class_list(self) -> tuple[list[int], list[tuple[int, int]]]:
-        """(alphabet class of each ASCII byte, [(class, its first ASCII byte)] in byte order)."""
-        r = self._class_list
+    def _nonascii_classes(self) -> tuple[Any, ...]:
+        """The alphabet classes a non-ASCII character can be in: "anything else"'s and those of the
+        non-ASCII characters the alphabet names."""
+        r = self._na_classes
         if r is None:
-            cls = self.ascii_classes().tolist()
-            first: dict[int, int] = {}
-            for b, c in enumerate(cls):
-                first.setdefault(c, b)
-            r = self._class_list = (cls, list(first.items()))
+            sym = self.fsm.alphabet._symbol_mapping
+            r = self._na_classes = tuple(dict.fromkeys([sym.get(anything_else), *(sym[ch] for ch in self.nonascii)]))
+        return r
+
+    def _class_bits(self) -> dict[Any, int]:
+        """Alphabet class -> bit set of the ASCII bytes in it (bit ``b``: byte ``b``)."""
+        r = self._of_class
+        if r is None:
+            r = self._of_class = {}
+            named = 0  # the ASCII characters the alphabet names; the others are "anything else"
+            other = None
+            for ch, c in self.fsm.alphabet._symbol_mapping.items():
+                if not isinstance(ch, str):  # anything_else
+                    other = c
+                elif len(ch) == 1 and ord(ch) < 0x80:
+                    r[c] = r.get(c, 0) | 1 << ord(ch)
+                    named |= 1 << ord(ch)
+            rest = ((1 << 0x80) - 1) & ~named
+            if other is not None and rest:
+                r[other] = r.get(other, 0) | rest
         return r
 
     def step(self, state: int, ch: str | object) -> int:
@@ -199,23 +309,44 @@ class TerminalAutomaton:
 
     def explicit_leads(self) -> frozenset[int]:
         """First bytes of the UTF-8 encodings of the non-ASCII characters the automaton names."""
-        return frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
+        r = self._leads
+        if r is None:
+            r = self._leads = frozenset(p[0] for p in self.nonascii_prefixes() if len(p) == 1)
+        return r
 
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
         r = self._na.get(state)
         if r is None:
-            r = self.step(state, anything_else) >= 0 or any(self.step(state, c) >= 0 for c in self.nonascii)
+            # what step() gives for "any other character" and for each non-ASCII character the alphabet names
+            trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
+            live = self.live
+            r = False
+            for c in self._nonascii_classes():
+                t = trans.get(c)
+                if t is not None and t in live:
+                    r = True
+                    break
             self._na[state] = r
         return r
 
 
-def _ascii_reps(classes: list[np.ndarray]) -> list[int]:
-    """Representative (first) byte of each ASCII byte's class, given each automaton's ``(128,)``
-    alphabet classes: bytes with equal classes in every automaton are one class."""
-    cols = np.stack(classes, axis=1).tolist()  # (128, n_automata)
-    first: dict[tuple[int, ...], int] = {}
-    return [first.setdefault(tuple(c), b) for b, c in enumerate(cols)]
+# the last universe indexed (every context of a grammar passes the same list): (it, its length, index)
+_LAST_UNIVERSE: list[Any] = [None, -1, ({}, False)]
+
+
+def _universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, TerminalAutomaton], bool]:
+    """``({name: automaton}`` (the first of each name), whether any names a non-ASCII character)``
+    of ``universe``; the last result is kept (a grammar's contexts all pass its one universe list)."""
+    last = _LAST_UNIVERSE
+    if last[0] is universe and last[1] == len(universe):
+        return last[2]
+    index: dict[str, TerminalAutomaton] = {}
+    for t in universe:
+        index.setdefault(t.name, t)
+    r = (index, any(t.nonascii for t in index.values()))
+    last[:] = [universe, len(universe), r]
+    return r
 
 
 class LexerDFA:
@@ -247,6 +378,13 @@ class LexerDFA:
         reach: per state, a bit set (Python int) of the winners of the forks reachable from it.
         reach_group / reach_values: states grouped by identical ``reach`` sets (vectorised checks).
         n_states: number of states so far; ``version`` grows with it (keys caches of ``ok_states``).
+
+    Building: states are numbered breadth-first, each state's successors in the order of the first
+    byte leading to them (what stepping bytes 0-255 one by one would give; ``tests/engine/
+    test_lexer_build.py`` checks exactly that against such a reference).  Only one byte per class of
+    bytes that every automaton alive in the state treats alike is stepped: the ASCII classes come from
+    each terminal state's cached bit sets (:meth:`TerminalAutomaton.ascii_info`), the bytes >= 0x80 go
+    by their UTF-8 class (:data:`_LEAD`).
     """
 
     table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
@@ -254,7 +392,6 @@ class LexerDFA:
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
-    _pend_memo: tuple[np.ndarray, list[int]] | None  # byte classes inside a character (_pend_classes)
 
     def __init__(self, terminals: list[TerminalAutomaton], ignore: list[bool],
                  unless: dict[int, list[int]], n_main: int | None = None,
@@ -266,11 +403,14 @@ class LexerDFA:
         self.ignore_bits = sum(1 << i for i, ig in enumerate(ignore) if ig)
         self.unless = unless
         self._no_cut = frozenset(j for js in unless.values() for j in js)
-        uni = {t.name: t for t in (universe or [])}
+        base, explicit = _universe_index(universe or [])
+        uni = dict(base)
         for t in terminals:
-            uni.setdefault(t.name, t)
+            if t.name not in uni:
+                uni[t.name] = t
+                explicit = explicit or bool(t.nonascii)
         self._uni = uni  # every terminal a guard may hold (byte classes must separate their bytes)
-        self.explicit_nonascii = any(t.nonascii for t in uni.values())
+        self.explicit_nonascii = explicit
         self.forks: list[tuple[int, frozenset]] = []
         self._fork_index: dict[tuple[int, frozenset], int] = {}
         self.fork_ok_byte: list[np.ndarray] = []
@@ -391,103 +531,186 @@ class LexerDFA:
     def _guard_ok_bytes(self, guard: frozenset) -> np.ndarray:
         """``(256,)`` bool: bytes after which ``guard`` has not fired (lead bytes of multi-byte
         characters always pass: the character decides)."""
+        kill = 0
+        for name, gs in guard:
+            kill |= self._uni[name].ascii_info(gs)[4]
         ok = np.ones(256, dtype=bool)
-        for b in range(0x80):
-            for name, gs in guard:
-                a = self._uni[name]
-                t = a.step(gs, chr(b))
-                if t >= 0 and t in a.fsm.finals:
-                    ok[b] = False
-                    break
+        if kill:
+            ok[_bits(kill)[1]] = False
         return ok
 
-    def _byte_classes(self) -> list[int]:
-        """Representative byte of each byte >= 0x80's class inside a UTF-8 character (continuation
-        bytes by the lead-byte ranges of RFC 3629 they fit, each on its own where an automaton names
-        non-ASCII characters); entries below 0x80 are unused (ASCII bytes are dead there)."""
-        sig_to_rep: dict[tuple, int] = {}
-        rep = list(range(256))
-        for b in range(0x80, 256):
-            sig: tuple
-            if b in _LEAD:
-                sig = ("l", b) if self.explicit_nonascii else ("l",) + _LEAD[b]
-            elif b <= 0xBF:
-                sig = ("c", b) if self.explicit_nonascii else ("c", b >= 0x90, b >= 0xA0)
+    def _plain_moves(self, key: tuple, row: list[int], at: list[np.ndarray], dst: list[int]) -> bool:
+        """Fill ``row`` (bytes 0-0x7F) with the ASCII moves of state ``key`` (no partial character) and
+        append each move's bytes and next state to ``at`` and ``dst`` (by first byte; dead bytes are left
+        out).  Returns whether a main terminal alive in ``key`` can read a non-ASCII character (else
+        every byte >= 0x80 is dead).
+
+        Bytes that every automaton alive in ``key`` (its terminals and its guard's) leads to the same
+        next state step alike, so one byte per class is stepped: the classes are the bytes some main
+        terminal can read (less those that complete a guard's terminal: dead), split by each automaton's
+        groups of bytes with one next state (:meth:`TerminalAutomaton.ascii_info`).  A byte alone in its
+        group in any automaton is a class of its own."""
+        main, best, guard, _ = key
+        n_main, terms = self.n_main, self.terms
+        alive = [j for j, st in enumerate(main) if st >= 0]
+        infos = []
+        live = 0
+        hi_live = False
+        for j in alive:
+            t, st = terms[j], main[j]
+            inf = t._info.get(st) or t.ascii_info(st)
+            infos.append(inf)
+            if j < n_main:
+                live |= inf[1]
+                if not hi_live:
+                    na = t._na.get(st)
+                    hi_live = t.nonascii_live(st) if na is None else na
+        ginfo: list[tuple[str, AsciiInfo]] = []
+        if guard:
+            uni = self._uni
+            for name, gs in guard:
+                inf = uni[name].ascii_info(gs)
+                live &= ~inf[4]  # a byte completing an overriding terminal: Lark lexed the earlier text otherwise
+                ginfo.append((name, inf))
+        if not live:
+            return hi_live
+        if len(infos) == 1 and not ginfo:
+            self._single_moves(key, alive[0], infos[0], row, at, dst)
+            return hi_live
+        else:
+            classes = [live]
+            single = 0
+            seen: set[int] = set()
+            for inf in infos + [g for _, g in ginfo] if ginfo else infos:
+                single |= inf[3]
+                for m in inf[2]:
+                    if m & live and m not in seen:
+                        seen.add(m)
+                        split = []
+                        for c in classes:
+                            x = c & m
+                            if x and x != c:
+                                split.append(x)
+                                split.append(c ^ x)
+                            else:
+                                split.append(c)
+                        classes = split
+            single &= live
+            if single:
+                classes = [r for r in (c & ~single for c in classes) if r]
+                classes += [1 << b for b in _bits(single)[0]]
+        if len(classes) > 1:
+            classes.sort(key=_low_bit)
+        # the terminals that may match first (in Lark's order: those before the best match so far)
+        lim = n_main if best < 0 else best + 1
+        first = [(j, inf[4]) for j, inf in zip(alive, infos) if j < lim]
+        cut = self._cut
+        index = self._index
+        pairs = list(zip(alive, [inf[0] for inf in infos]))
+        for c in classes:
+            low = c & -c
+            b = low.bit_length() - 1
+            out = list(main)
+            for j, r in pairs:
+                out[j] = r[b]
+            nb = best
+            for j, fin in first:
+                if fin & low:
+                    nb = j
+                    break
+            if nb >= 0:
+                for j in cut[nb]:
+                    out[j] = -1
+            if max(out[:n_main]) < 0:
+                continue
+            ng = frozenset([(name, gt) for name, inf in ginfo if (gt := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
+            nk = (tuple(out), nb, ng, ())
+            found = index.get(nk)
+            j = self._add(nk) if found is None else found
+            if c == low:
+                row[b] = j
+                at.append(_ONE_BYTE[b])
             else:
-                sig = ("x",)
-            rep[b] = sig_to_rep.setdefault(sig, b)
-        return rep
+                bs = _bits(c)
+                for a, e in bs[2]:
+                    row[a:e] = (j,) * (e - a)
+                at.append(bs[1])
+            dst.append(j)
+        return hi_live
 
-    def _state_classes(self, key: tuple) -> tuple[np.ndarray, list[int]]:
-        """(``(256,)`` representative of each byte, the representatives) for state ``key``: bytes that
-        every automaton still alive in it (its live terminals and its guard's) treats alike step alike,
-        so only one byte per class is stepped (the grammar's other terminals cannot tell them apart here)."""
-        main, _, guard, pend = key
-        if pend:  # inside a UTF-8 character: only continuation bytes matter, the others are dead
-            return self._pend_classes()
-        alive = tuple(j for j, st in enumerate(main) if st >= 0)
-        # bytes >= 0x80: dead unless a live terminal can read a non-ASCII character here; then lead
-        # bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters an
-        # automaton names (kept apart); continuation and invalid bytes cannot start a character
-        hi_live = any(self.terms[j].nonascii_live(main[j]) for j in alive if j < self.n_main)
-        leads: frozenset[int] = frozenset()
-        if hi_live and self.explicit_nonascii:
-            leads = frozenset().union(*(self.terms[j].explicit_leads() for j in alive),
-                                      *(self._uni[n].explicit_leads() for n, _ in guard))
-        # ASCII bytes that lead every automaton alive here (its terminals and its guard's) to the
-        # same next state step alike: one class per distinct combination of their partitions
-        parts = frozenset([self._partition(self.terms[j], main[j]) for j in alive]
-                          + [self._partition(self._uni[n], gs) for n, gs in guard])
-        mk = (parts, hi_live, leads)
-        r = self._class_memo.get(mk)
+    def _single_moves(self, key: tuple, j0: int, inf: AsciiInfo, row: list[int], at: list[np.ndarray],
+                      dst: list[int]) -> None:
+        """:meth:`_plain_moves` of a state with one live terminal ``j0`` (a main one) and no guard: that
+        automaton's groups are the classes, and no other terminal is left to cut (the later main ones
+        are dead already, or keyword targets)."""
+        main, best, _, _ = key
+        fin = inf[4] if best < 0 or j0 <= best else 0
+        pre, post = main[:j0], main[j0 + 1:]
+        index = self._index
+        for c, t in inf[5]:
+            low = c & -c
+            nk = (pre + (t,) + post, j0 if fin & low else best, _NO_GUARD, ())
+            j = index.get(nk)
+            if j is None:
+                j = self._add(nk)
+            if c == low:
+                b = low.bit_length() - 1
+                row[b] = j
+                at.append(_ONE_BYTE[b])
+            else:
+                bs = _bits(c)
+                for a, e in bs[2]:
+                    row[a:e] = (j,) * (e - a)
+                at.append(bs[1])
+            dst.append(j)
+
+    def _high_moves(self, key: tuple) -> tuple[tuple[int, ...], list[np.ndarray], list[int]]:
+        """The moves of the bytes >= 0x80 of state ``key`` (no partial character; some main terminal
+        can read a non-ASCII character; no automaton names one): the lead bytes by their UTF-8 class,
+        to the state inside that character.  Returns (the row of bytes 0x80-0xFF, each move's bytes,
+        each move's next state).  The terminals that cannot read a non-ASCII character are cut (what
+        :meth:`_step` does), so states that differ only in them share these moves (memo)."""
+        main, best, guard, _ = key
+        terms = self.terms
+        cm = list(main)
+        for j, st in enumerate(main):
+            if st >= 0:
+                t = terms[j]
+                na = t._na.get(st)
+                if not (t.nonascii_live(st) if na is None else na):
+                    cm[j] = -1
+        hk = (tuple(cm), best, guard)
+        r = self._high_memo.get(hk)
         if r is None:
-            low = self._low_memo.get(parts)
-            if low is None:
-                if len(parts) == 1:
-                    low = list(self._part_reps[next(iter(parts))])
-                elif parts:
-                    cols = zip(*(self._part_reps[p] for p in sorted(parts)))
-                    first: dict[tuple[int, ...], int] = {}
-                    low = [first.setdefault(c, b) for b, c in enumerate(cols)]
-                else:
-                    low = [0] * 0x80
-                self._low_memo[parts] = low
-            high = self._high_memo.get((hi_live, leads))
-            if high is None:
-                by_class: dict[object, int] = {}
-                high = []
-                for b in range(0x80, 256):
-                    lead = _LEAD.get(b)
-                    sig: object = b if b in leads else (lead if hi_live and lead is not None else "dead")
-                    high.append(by_class.setdefault(sig, b))
-                self._high_memo[(hi_live, leads)] = high
-            rep = low + high
-            r = self._class_memo[mk] = (np.asarray(rep, dtype=np.intp), sorted(set(rep)))
+            index = self._index
+            row = [DEAD] * 0x80
+            at: list[np.ndarray] = []
+            dst: list[int] = []
+            for m in _high_classes(_NO_LEADS):
+                nk = hk + (_LEAD[(m & -m).bit_length() - 1],)
+                found = index.get(nk)
+                j = self._add(nk) if found is None else found
+                bs = _bits(m)
+                for a, e in bs[2]:
+                    row[a - 0x80:e - 0x80] = (j,) * (e - a)
+                at.append(bs[1])
+                dst.append(j)
+            r = self._high_memo[hk] = (tuple(row), at, dst)
         return r
 
-    def _partition(self, a: TerminalAutomaton, st: int) -> int:
-        """Id (within this automaton) of :meth:`TerminalAutomaton.ascii_partition` of ``a`` at ``st``."""
-        key = (a.name, st)  # a name stands for one automaton within a context (and across its guards)
-        r = self._part_of.get(key)
-        if r is None:
-            rep = a.ascii_partition(st)
-            r = self._part_ids.get(rep)
-            if r is None:
-                r = self._part_ids[rep] = len(self._part_reps)
-                self._part_reps.append(rep)
-            self._part_of[key] = r
-        return r
-
-    def _pend_classes(self) -> tuple[np.ndarray, list[int]]:
-        """The byte classes of a state inside a UTF-8 character: the continuation bytes by their
-        class (:meth:`_byte_classes`), every other byte with the dead byte 0x00 (ASCII and lead
-        bytes cannot go on a character: :meth:`_step` returns None for them)."""
-        memo = self._pend_memo
-        if memo is None:
-            rep = np.zeros(256, dtype=np.intp)
-            rep[0x80:0xC0] = self._rep[0x80:0xC0]
-            memo = self._pend_memo = (rep, sorted({0, *self._rep[0x80:0xC0]}))
-        return memo
+    def _move(self, key: tuple, b: int, mask: int, row: list[int], at: list[np.ndarray], dst: list[int]) -> None:
+        """Step ``key`` by byte ``b`` (:meth:`_step`); unless dead, the bytes of ``mask`` move to the next
+        state: set in ``row``, appended to ``at`` and ``dst``."""
+        nk = self._step(key, b)
+        if nk is not None:
+            j = self._index.get(nk)
+            if j is None:
+                j = self._add(nk)
+            bs = _bits(mask)
+            for a, e in bs[2]:
+                row[a:e] = (j,) * (e - a)
+            at.append(bs[1])
+            dst.append(j)
 
     def _build(self) -> None:
         start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
@@ -497,18 +720,17 @@ class LexerDFA:
         # Python's garbage collector, which otherwise visits 256 slots per state at every full pass)
         self.rows: list[tuple[int, ...]] = [(DEAD,) * 256, ()]
         self._fork_list: list[int] = [-1, -1]
-        self._rep = self._byte_classes()
-        self._class_memo: dict[tuple, tuple[np.ndarray, list[int]]] = {}
-        self._low_memo: dict[frozenset[int], list[int]] = {}  # ASCII representatives by partitions
-        self._high_memo: dict[tuple[bool, frozenset[int]], list[int]] = {}  # bytes >= 0x80
-        self._pend_memo = None
-        # ASCII partitions of terminal automata states (TerminalAutomaton.ascii_partition), interned
-        self._part_of: dict[tuple[str, int], int] = {}
-        self._part_ids: dict[tuple[int, ...], int] = {}
-        self._part_reps: list[tuple[int, ...]] = []
-        # rows of the states explored since the last _finish (the dead state's to begin with)
-        self._fresh: dict[int, np.ndarray] = {DEAD: np.zeros(256, dtype=np.int32)}
-        self._succ: dict[int, set[int]] = {}  # their successor states (DEAD left out)
+        # terminals a match of terminal i cuts (the later main ones, less keyword targets)
+        self._cut: list[list[int]] = [[j for j in range(i + 1, self.n_main) if j not in self._no_cut]
+                                      for i in range(self.n_main)]
+        # the states explored since the last _finish: their moves (bytes, next state), how many each,
+        # and their successor states
+        self._new_at: list[np.ndarray] = []
+        self._new_dst: list[int] = []
+        self._new_n: list[int] = []
+        self._succ: dict[int, set[int]] = {}
+        # moves of bytes >= 0x80 by the state inside a character they lead to (_high_moves)
+        self._high_memo: dict[tuple, tuple[tuple[int, ...], list[np.ndarray], list[int]]] = {}
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
@@ -534,45 +756,70 @@ class LexerDFA:
         self._index[key] = j
         self._keys.append(key)
         self.rows.append(())
-        self._fork_list.append(self._fork(key))
+        self._fork_list.append(-1 if key[3] or key[1] < 0 else self._fork(key))  # no match yet, or in a character
         self._reach_list.append(0)
         return j
 
     def _explore(self, first: int) -> None:
-        """Build the rows of every state from ``first`` on (new ones are appended as found)."""
+        """Build the rows of every state from ``first`` on (new ones are appended as found).
+
+        Python's cyclic garbage collector is paused meanwhile: the build makes no reference cycles,
+        but its many small tuples (state keys, rows) would otherwise set off collections, full ones
+        among them, that walk every object of the process (a quarter of the build time in a process
+        holding compiled grammars)."""
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            self._explore_states(first)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _explore_states(self, first: int) -> None:
         i = max(first, START)
-        keys, index, fresh, succ = self._keys, self._index, self._fresh, self._succ
+        keys, rows, succ = self._keys, self.rows, self._succ
+        at, dst, n_moves = self._new_at, self._new_dst, self._new_n
+        explicit = self.explicit_nonascii
         while i < len(keys):
             key = keys[i]
-            pend = key[3]
-            if pend and not isinstance(pend[0], bytes):
+            main, _, guard, pend = key
+            k = len(dst)
+            if not pend:
+                row = [DEAD] * 0x80
+                # bytes >= 0x80: dead unless a main terminal can read a non-ASCII character here; then
+                # lead bytes step alike by their UTF-8 class (_LEAD), except the first bytes of characters
+                # an automaton names (kept apart); continuation and invalid bytes cannot start a character
+                if self._plain_moves(key, row, at, dst):
+                    if explicit:
+                        leads = frozenset().union(*(t.explicit_leads() for t, st in zip(self.terms, main) if st >= 0),
+                                                  *(self._uni[n].explicit_leads() for n, _ in guard))
+                        row += _DEAD_HIGH
+                        for m in _high_classes(leads):
+                            self._move(key, (m & -m).bit_length() - 1, m, row, at, dst)
+                        rows[i] = tuple(row)
+                    else:
+                        high, h_at, h_dst = self._high_moves(key)
+                        rows[i] = tuple(row) + high
+                        at += h_at
+                        dst += h_dst
+                else:
+                    rows[i] = tuple(row) + _DEAD_HIGH
+            elif isinstance(pend[0], bytes):
+                # inside a character some automaton names: each continuation byte on its own, the rest dead
+                row = [DEAD] * 0x100
+                for b in range(0x80, 0xC0):
+                    self._move(key, b, 1 << b, row, at, dst)
+                rows[i] = tuple(row)
+            else:
                 # inside a character no automaton names: every byte of the allowed range steps alike
                 # (only the count of continuation bytes still needed matters), every other one is dead
                 _, lo, hi = pend
-                nk = self._step(key, lo)
-                j = DEAD
-                if nk is not None:
-                    found = index.get(nk)
-                    j = self._add(nk) if found is None else found
-                row = np.zeros(256, dtype=np.int32)
-                row[lo:hi + 1] = j
-                fresh[i] = row
-                succ[i] = {j} - {DEAD}
-                self.rows[i] = tuple(row.tolist())
-                i += 1
-                continue
-            rep, reps = self._state_classes(key)
-            vals = np.zeros(256, dtype=np.int32)  # target state by representative byte
-            for b in reps:
-                nk = self._step(key, b)
-                if nk is None:
-                    continue
-                found = index.get(nk)
-                vals[b] = self._add(nk) if found is None else found
-            row = vals[rep]
-            fresh[i] = row
-            succ[i] = set(vals[reps].tolist()) - {DEAD}
-            self.rows[i] = tuple(row.tolist())
+                row = [DEAD] * 0x100
+                self._move(key, lo, (1 << (hi + 1)) - (1 << lo), row, at, dst)
+                rows[i] = tuple(row)
+            succ[i] = set(dst[k:])
+            n_moves.append(len(dst) - k)
             i += 1
         self._finish(first)
 
@@ -580,8 +827,13 @@ class LexerDFA:
         """Extend the arrays with the states from ``first`` on (older states never change)."""
         n = len(self._keys)
         old = self.n_states
-        fresh = self._fresh
-        new_rows = np.stack([fresh[s] for s in range(old, n)]) if n > old else np.zeros((0, 256), dtype=np.int32)
+        new_rows = np.zeros((n - old, 256), dtype=np.int32)
+        if self._new_at:
+            # the moves of the new states (all but the dead one, which has none), scattered into the table
+            at = self._new_at
+            cnt = np.fromiter(map(len, at), dtype=np.intp, count=len(at))
+            src = np.repeat(np.arange(max(old, START) - old, n - old), self._new_n)
+            new_rows[np.repeat(src, cnt), np.concatenate(at)] = np.repeat(np.asarray(self._new_dst, dtype=np.int32), cnt)
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
         # vectorised walk keeps dead tokens out of every later fork
@@ -621,8 +873,9 @@ class LexerDFA:
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1
-        self._fresh = {}
+        self._new_at, self._new_dst, self._new_n = [], [], []
         self._succ = {}
+        self._high_memo = {}
 
     # ------------------------------------------------------------------------------------ queries
     def ok_states(self, allowed_bits: int) -> np.ndarray:

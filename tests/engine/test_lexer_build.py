@@ -1,0 +1,255 @@
+"""The lexer automaton builder (:class:`gad.engine.lexer.LexerDFA`) against a plain reference.
+
+The builder steps one byte per class of bytes that every live automaton treats alike, from cached
+per-(terminal, state) rows and bit sets.  The reference here steps **every** byte of every state on
+its own with the builder's generic one-byte step (``LexerDFA._step``: the semantics, one character
+automaton step per terminal and guard), numbers new states in the order a breadth-first walk over
+bytes 0-255 finds them, and recomputes the forks, their guards' ok-bytes, the reachable fork winners
+and the start states from their definitions.  Both must give the same automaton, state for state:
+on random Lark grammars (hypothesis), on the shipped grammars' contexts, on JSON-Schema grammars
+(keys as literal strings beside the generic string) and on grammars naming non-ASCII characters;
+with the extra start states that guards add later (``start_for``) and after a compile-cache round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+
+import lark
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from gad.engine import cachefile, compiler
+from gad.engine.compiler import CompiledGrammar
+from gad.engine.lexer import DEAD, START, LexerDFA
+from gad.engine.vocab import Vocabulary
+from gad.grammar import Grammar
+from gad.testing.strategies import lark_grammars, longest_match_consistent
+
+logging.getLogger("lark").setLevel(logging.ERROR)  # Lark's own collision warnings
+
+
+# --- the reference -----------------------------------------------------------------------------------
+def _reference_fork(dfa: LexerDFA, key: tuple) -> tuple[int, frozenset] | None:
+    """(winner after the keyword rule, guard) of state ``key``, or None: its lexeme cannot close."""
+    main, best, guard, pend = key
+    terms = dfa.terms
+    if pend or best < 0 or main[best] < 0 or main[best] not in terms[best].fsm.finals:
+        return None
+    w = next((j for j in dfa.unless.get(best, ()) if main[j] >= 0 and main[j] in terms[j].fsm.finals), best)
+    g = set(guard) | {(dfa.names[k], main[k]) for k in range(best) if main[k] >= 0}
+    st = main[best]
+    if any(t in terms[best].live for t in terms[best].fsm.map.get(st, {}).values()):
+        g.add((dfa.names[best], st))  # the winner may still match a longer text
+    return w, frozenset(g)
+
+
+def _reference_ok_bytes(dfa: LexerDFA, guard: frozenset) -> np.ndarray:
+    ok = np.ones(256, dtype=bool)
+    for b in range(0x80):
+        for name, gs in guard:
+            a = dfa._uni[name]
+            t = a.step(gs, chr(b))
+            if t >= 0 and t in a.fsm.finals:
+                ok[b] = False
+    return ok
+
+
+def _reference_keys_and_rows(dfa: LexerDFA, seeds: list[tuple]) -> tuple[list, list[tuple[int, ...]]]:
+    """States (keys) and rows of a breadth-first walk stepping every byte with ``dfa._step``; ``seeds``:
+    the start state, then the start states ``start_for`` added, in the order they were added."""
+    keys: list = [None]
+    index: dict = {}
+    rows: list[tuple[int, ...]] = [(DEAD,) * 256]
+    todo: deque[int] = deque()
+    for seed in seeds:
+        if seed not in index:
+            index[seed] = len(keys)
+            keys.append(seed)
+            todo.append(index[seed])
+        while todo:
+            i = todo.popleft()
+            row = []
+            for b in range(256):
+                nk = dfa._step(keys[i], b)
+                if nk is None:
+                    row.append(DEAD)
+                    continue
+                j = index.get(nk)
+                if j is None:
+                    j = index[nk] = len(keys)
+                    keys.append(nk)
+                    todo.append(j)
+                row.append(j)
+            rows.append(tuple(row))
+    return keys, rows
+
+
+def _assert_matches_reference(dfa: LexerDFA, seeds: list[tuple]) -> None:
+    keys, rows = _reference_keys_and_rows(dfa, seeds)
+    n = len(keys)
+    assert dfa.n_states == n and dfa._keys == keys
+    assert dfa.rows == rows
+    table = np.asarray(rows, dtype=np.int32)
+    assert dfa.table.dtype == np.int32 and np.array_equal(dfa.table, table)
+    sink = np.vstack([table, np.full((1, 256), n, dtype=np.int32)])
+    sink[DEAD] = n
+    assert np.array_equal(dfa.flat_sink, sink.ravel())
+    # forks: one per distinct (winner, guard), numbered in order of the states that have them
+    forks: list = []
+    fork_of = [-1]
+    for k in keys[1:]:
+        f = _reference_fork(dfa, k)
+        if f is not None and f not in forks:
+            forks.append(f)
+        fork_of.append(-1 if f is None else forks.index(f))
+    assert dfa.forks == forks and dfa.fork_list == fork_of
+    assert dfa.fork_id.tolist() == fork_of + [-1]
+    assert len(dfa.fork_ok_byte) == len(forks)
+    for (_, g), ok in zip(forks, dfa.fork_ok_byte):
+        assert np.array_equal(ok, _reference_ok_bytes(dfa, g))
+    # reachable fork winners: least fixed point of reach(s) = own winner | reach of every successor
+    reach = [0] + [1 << forks[f][0] if f >= 0 else 0 for f in fork_of[1:]]
+    succ = [set(r) - {DEAD} for r in rows]
+    changed = True
+    while changed:
+        changed = False
+        for s in range(1, n):
+            r = reach[s]
+            for t in succ[s]:
+                r |= reach[t]
+            if r != reach[s]:
+                reach[s], changed = r, True
+    assert dfa.reach[1:n] == reach[1:]
+    assert [dfa.reach_values[g] for g in dfa.reach_group[1:]] == dfa.reach[1:n]
+    init = tuple(t.fsm.initial for t in dfa.terms)
+    assert dfa.is_start.tolist() == [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in keys]
+
+
+def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
+    """The automaton as built, then with the start states of its forks' guards added (``rounds`` times:
+    a start under a guard reaches forks with new guards)."""
+    init = tuple(t.fsm.initial for t in dfa.terms)
+    seeds = [dfa._keys[START]]
+    _assert_matches_reference(dfa, seeds)
+    for _ in range(rounds):
+        guards = sorted({g for _, g in dfa.forks if g}, key=repr)[:8]
+        if not guards:
+            break
+        for g in guards:
+            seeds.append((init, -1, g, ()))
+            assert dfa.start_for(g) == dfa._index[seeds[-1]]
+        _assert_matches_reference(dfa, seeds)
+
+
+def _contexts(cg: CompiledGrammar) -> list[LexerDFA]:
+    return [cg.ctx(c) for c in range(len(cg._ctx_specs))]
+
+
+def _compiled(text: str, alphabet: str) -> CompiledGrammar:
+    parser = lark.Lark(text, parser="lalr", lexer="contextual")
+    return CompiledGrammar(parser, Vocabulary.from_strings(sorted(set(alphabet))))
+
+
+# --- random grammars ---------------------------------------------------------------------------------
+_grammar = lark_grammars("abc", ["a", "b", "c", "[ab]", "[bc]", "[abc]", "ab", "(ab)"], max_literal=3,
+                         priorities=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(_grammar)
+def test_random_grammars_build_the_reference_automata(g) -> None:
+    text, terms = g
+    for kind, body in terms:
+        if kind == "re":
+            assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
+            assume(longest_match_consistent(body, "abc", 5))
+    try:
+        cg = _compiled(text, "abc")
+    except lark.exceptions.LarkError:
+        assume(False)
+        return
+    for dfa in _contexts(cg):
+        _check_context(dfa)
+
+
+# --- hand-written and shipped grammars ---------------------------------------------------------------
+_GRAMMARS = {
+    # prefixes of one another, a regex covering a keyword (Lark's "unless"), an ignored terminal
+    "keywords": ('start: item+\nitem: KW | NAME | NUM | OP\nKW: "if" | "in" | "int"\nNAME: /[a-z]+/\n'
+                 'NUM: /[0-9]+(\\.[0-9]+)?/\nOP: "<" | "<=" | "<<" | "="\n%ignore " "\n', "ifnt0123.<= "),
+    # guards: a terminal that would override a close is still alive after it
+    "guards": ('start: (A | B | C)+\nA: "ab"\nB: /a(bc)*/\nC: /b+c?/\n', "abc"),
+    # characters an automaton names (partial UTF-8 characters are remembered byte by byte)
+    "non-ascii": ('start: (S | E | W)+\nS: /"[^"]*"/\nE: "é" | "日本"\nW: /[a-zà-ÿ]+/\n%ignore " "\n',
+                  'aé\u20ac\U0001d11e" 日本ÿ'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_GRAMMARS))
+def test_hand_written_grammars_build_the_reference_automata(name: str) -> None:
+    text, alphabet = _GRAMMARS[name]
+    dfas = _contexts(_compiled(text, alphabet))
+    assert sum(len(d.forks) for d in dfas) > 0
+    if name == "non-ascii":
+        assert all(d.explicit_nonascii for d in dfas)
+        assert any(isinstance(k[3][0], bytes) for d in dfas for k in d._keys[1:] if k[3])
+    for dfa in dfas:
+        _check_context(dfa)
+
+
+@pytest.mark.parametrize("name", ["json", "json_compact", "sql", "text"])
+def test_shipped_grammars_build_the_reference_automata(name: str) -> None:
+    g = Grammar.builtin(name)
+    cg = CompiledGrammar(g.lark, Vocabulary.from_strings(list("abc{}[]:,\" 0123")), g)
+    dfas = _contexts(cg)
+    assert len(dfas) > 0
+    for dfa in dfas:
+        _check_context(dfa, rounds=1)
+
+
+_SCHEMA = {"type": "object", "properties": {
+    "id": {"type": "integer"}, "idx": {"type": "number"}, "name": {"type": "string"},
+    "naïve": {"type": "boolean"}, "日本": {"type": "array", "items": {"enum": ["a", "ab", 3]}},
+    "tags": {"type": "object", "additionalProperties": {"type": "string"}}}, "required": ["id"]}
+
+
+@pytest.mark.parametrize("whitespace", ["compact", 2])
+def test_json_schema_contexts_build_the_reference_automata(whitespace) -> None:
+    g = Grammar.from_json_schema(_SCHEMA, whitespace=whitespace)
+    cg = CompiledGrammar(g.lark, Vocabulary.from_strings(list('{}[]:," 0123abc')), g)
+    dfas = _contexts(cg)
+    assert any(len(d.names) >= 4 for d in dfas)  # keys as literals beside the generic string
+    for dfa in dfas:
+        _check_context(dfa, rounds=1)
+
+
+def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) -> None:
+    """A lexer automaton written to a compile-cache file and read back adds start states (``start_for``)
+    exactly as the one that was never stored does."""
+    text, alphabet = _GRAMMARS["guards"]
+    parser = lark.Lark(text, parser="lalr", lexer="contextual")
+    cg = CompiledGrammar(parser, Vocabulary.from_strings(sorted(set(alphabet))))
+    dfas = _contexts(cg)
+    encode, resolve = compiler._cache_external(parser)
+    path = tmp_path / "dfas.npz"
+    cachefile.save(path, {"k": 1}, dfas, {"LexerDFA": LexerDFA}, encode)
+    back = cachefile.load(path, {"k": 1}, {"LexerDFA": LexerDFA}, resolve)
+    assert len(back) == len(dfas)
+    grew = 0
+    for fresh, loaded in zip(dfas, back):
+        assert loaded.rows == fresh.rows and np.array_equal(loaded.table, fresh.table)
+        n = loaded.n_states
+        for _ in range(2):
+            for g in sorted({g for _, g in fresh.forks if g}, key=repr):
+                assert loaded.start_for(g) == fresh.start_for(g)
+        grew += loaded.n_states > n
+        assert loaded.n_states == fresh.n_states and loaded._keys == fresh._keys
+        assert loaded.rows == fresh.rows and loaded.forks == fresh.forks and loaded.reach == fresh.reach
+        assert np.array_equal(loaded.table, fresh.table) and np.array_equal(loaded.flat_sink, fresh.flat_sink)
+        assert np.array_equal(loaded.is_start, fresh.is_start) and np.array_equal(loaded.reach_group, fresh.reach_group)
+        assert all(np.array_equal(a, b) for a, b in zip(loaded.fork_ok_byte, fresh.fork_ok_byte))
+    assert grew  # some automaton added start states after the round trip
