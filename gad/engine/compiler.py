@@ -1030,24 +1030,47 @@ class CompiledGrammar:
                 b_pos.append(col[at] + 1)
                 b_win.append(f[at])
             pos += 1
+            if 0 < idx.size <= FEW_WALK_TOKENS:  # the few left: on the scalar rows from here
+                rest_t, rest_s, rest_g = self._walk_scalar(dfa, nxt.tolist(), tok[idx].tolist(), (col + 1).tolist())
+                break
+        else:
+            rest_t, rest_s, rest_g = [], [], {}
         end_i = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
         end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
         groups = self._groups(dfa, tok, b_idx, b_pos, b_win)
-        return WalkNode(tok[end_i].astype(np.int32), end_s.astype(np.int32), groups, {})
+        for f, (ts, os_) in sorted(rest_g.items()):
+            t_a, o_a = np.asarray(ts, dtype=tok.dtype), np.asarray(os_, dtype=np.int32)
+            if f in groups:
+                groups[f] = (np.concatenate([groups[f][0], t_a]), np.concatenate([groups[f][1], o_a]))
+            else:
+                groups[f] = (t_a, o_a)
+        end_tok = tok[end_i].astype(np.int32)
+        if rest_t:
+            end_tok = np.concatenate([end_tok, np.asarray(rest_t, dtype=np.int32)])
+            end_s = np.concatenate([end_s, np.asarray(rest_s, dtype=np.int32)])
+        return WalkNode(end_tok, end_s.astype(np.int32), groups, {})
 
     def _walk_few(self, dfa: LexerDFA, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
         """:meth:`_walk` of a few tokens, one byte at a time on ``dfa.rows`` (the same result: the tokens
         ending inside the lexeme with their states, and per fork the tokens passing it before their
         last byte with the next lexeme's offset, unless that byte already fires the fork's guard)."""
+        end_t, end_s, grp = self._walk_scalar(dfa, [d] * tok.size, tok.tolist(), off.tolist())
+        groups = {f: (np.asarray(ts, dtype=tok.dtype), np.asarray(os_, dtype=np.int32))
+                  for f, (ts, os_) in sorted(grp.items())}
+        return WalkNode(np.asarray(end_t, dtype=np.int32), np.asarray(end_s, dtype=np.int32), groups, {})
+
+    def _walk_scalar(self, dfa: LexerDFA, starts: list[int], toks: list[int], offs: list[int]
+                     ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
+        """Step each token ``toks[i]`` from state ``starts[i]`` at byte ``offs[i]`` on ``dfa.rows``:
+        (ending tokens, their states, fork -> (tokens, next-lexeme offsets))."""
         rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
         tokens = self.vocab.tokens
         end_t: list[int] = []
         end_s: list[int] = []
         grp: dict[int, tuple[list[int], list[int]]] = {}
-        for t, o in zip(tok.tolist(), off.tolist()):
+        for s, t, o in zip(starts, toks, offs):
             data = cast(bytes, tokens[t])
             last = len(data) - 1
-            s = d
             for p in range(o, last + 1):
                 s = rows[s][data[p]]
                 if s == DEAD:
@@ -1063,9 +1086,7 @@ class CompiledGrammar:
                         g = grp[f] = ([], [])
                     g[0].append(t)
                     g[1].append(p + 1)
-        groups = {f: (np.asarray(ts, dtype=tok.dtype), np.asarray(os_, dtype=np.int32))
-                  for f, (ts, os_) in sorted(grp.items())}
-        return WalkNode(np.asarray(end_t, dtype=np.int32), np.asarray(end_s, dtype=np.int32), groups, {})
+        return end_t, end_s, grp
 
     # ------------------------------------------------------------------------------------ masks
     def mask_for(self, stack: Stack, d: int) -> np.ndarray:
