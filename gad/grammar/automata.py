@@ -443,10 +443,23 @@ def _rx_star(a: _Rx) -> _Rx:
     return _EPS if a[1] == "eps" else (_group(a) + "*", "quant")
 
 
+def _weight(s: object, in_e: dict, out_e: dict) -> int:
+    """Characters that eliminating state ``s`` adds to the expression (Delgado and Morais 2004): each
+    incoming expression is copied once per outgoing edge and each outgoing one once per incoming
+    edge, the loop once per pair."""
+    ins = [len(r[0]) for p, r in in_e.get(s, {}).items() if p is not s]
+    outs = [len(r[0]) for q, r in out_e.get(s, {}).items() if q is not s]
+    loop = out_e.get(s, {}).get(s)
+    n_in, n_out = len(ins), len(outs)
+    return (sum(ins) * (n_out - 1) + sum(outs) * (n_in - 1)
+            + (len(loop[0]) if loop is not None else 0) * (n_in * n_out - 1))
+
+
 def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
     """A regular expression (Python / Lark syntax, no lookarounds) whose language is ``fsm``'s, by
-    state elimination (Brzozowski and McCluskey 1963) with the cheapest state (fewest in x out
-    edges) eliminated first; None when the language is empty or an intermediate expression grows
+    state elimination (Brzozowski and McCluskey 1963), the state that adds the fewest characters
+    (:func:`_weight`) eliminated first, ties broken by a breadth-first numbering of the states
+    (so that the same automaton gives the same regex in every process); None when the language is empty or an intermediate expression grows
     over ``max_chars`` characters (regexes for automata can be exponentially larger).
 
     Callers that need certainty re-parse the result and compare automata (``equivalent``).
@@ -481,9 +494,23 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
     if fsm.initial not in co:
         return None
     # edges: (p, q) -> ranges, then -> regex
+    # states numbered breadth-first from the initial one, moves in the order of the characters they
+    # read: the elimination order (and so the regex) depends on the automaton, not on how the
+    # process happened to number its states (product automata number them by hash order)
+    def tr_key(tr: Any) -> list[str]:
+        return sorted(repr(x) for x in alpha.by_transition[tr])
+
+    canon = {fsm.initial: 0}
+    queue = [fsm.initial]
+    for s in queue:
+        for _tr, q in sorted(fsm.map.get(s, {}).items(), key=lambda it: tr_key(it[0])):
+            if q not in canon:
+                canon[q] = len(canon)
+                queue.append(q)
     ranges: dict[tuple, list[tuple[int, int]]] = {}
-    for p in co:
-        for tr, q in fsm.map.get(p, {}).items():
+    order = sorted(co, key=canon.__getitem__)
+    for p in order:
+        for tr, q in sorted(fsm.map.get(p, {}).items(), key=lambda it: tr_key(it[0])):
             if q not in co:
                 continue
             rs = ranges.setdefault((p, q), [])
@@ -514,12 +541,12 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
         else:
             put(p, q, ("[" + ranges_text(rs) + "]", "atom"))
     put(START, fsm.initial, _EPS)
-    for f in co & set(fsm.finals):
-        put(f, END, _EPS)
+    for f in order:
+        if f in fsm.finals:
+            put(f, END, _EPS)
     todo = set(co)
     while todo:
-        k = min(todo, key=lambda s: (len([p for p in in_e.get(s, {}) if p is not s])
-                                     * len([q for q in out_e.get(s, {}) if q is not s]), repr(s)))
+        k = min(todo, key=lambda s: (_weight(s, in_e, out_e), canon[s]))
         todo.discard(k)
         loop = out_e.get(k, {}).get(k)
         mid = _rx_star(loop) if loop is not None else _EPS
