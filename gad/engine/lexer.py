@@ -37,10 +37,38 @@ import numpy as np
 from interegular.fsm import anything_else
 
 from gad.errors import UnsupportedGrammarError
-from gad.grammar.automata import MAX_CONTEXT_STATES, MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
+from gad.grammar.automata import (
+    MAX_CONTEXT_STATES,
+    MAX_TERMINAL_STATES,
+    AutomatonTooLarge,
+    clip,
+    minimize,
+    regex_fsm,
+)
 
 DEAD = 0
 START = 1
+# terminal automata with repetition and at most this many states are minimised (Moore's refinement:
+# cheap at this size; the large pattern automata keep interegular's)
+MINIMIZE_STATES = 64
+
+
+def _minimal(fsm: interegular.FSM) -> interegular.FSM:
+    """``fsm`` minimised (:func:`gad.grammar.automata.minimize`), with an initial state no move
+    enters: equal futures are one state (inside a string, after its first character or its tenth),
+    so that lexer states built from it coincide wherever the text read so far cannot matter; but the
+    empty lexeme stays a state of its own (a lexer state whose terminals are all at their initial
+    states *is* the empty lexeme: ``/a*b/`` after ``a`` must not be one).  ``fsm`` itself when the
+    refinement is over its budget."""
+    m = minimize(fsm)
+    if m is None:
+        return fsm
+    if any(m.initial in row.values() for row in m.map.values()):
+        fresh = max(m.states) + 1
+        mp = {**m.map, fresh: dict(m.map.get(m.initial, {}))}
+        m = interegular.FSM(alphabet=m.alphabet, states=set(mp), initial=fresh, finals=set(m.finals),
+                            map=mp, __no_validation__=True)
+    return m
 
 # terminal automata already built in this process, by (name, regexp), oldest first
 AUTOMATA_CACHE_SIZE = 4096
@@ -174,6 +202,8 @@ class TerminalAutomaton:
     def _build(cls, name: str, regexp: str) -> TerminalAutomaton:
         try:
             fsm = regex_fsm(regexp)
+            if len(fsm.states) <= MINIMIZE_STATES and any(c in regexp for c in "*+{"):
+                fsm = _minimal(fsm)  # (a literal's or an alternation's chain is minimal already)
         except AutomatonTooLarge:
             raise UnsupportedGrammarError(
                 f"terminal {name} /{clip(regexp)}/ needs more than {MAX_TERMINAL_STATES:,} automaton states "
