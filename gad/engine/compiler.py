@@ -570,6 +570,17 @@ class CompiledGrammar:
             node = self._trie_walk(dfa, d, TRIE_WALK_BUDGET)
             if node is not None:
                 return node
+        if n_cand * 4 >= self._content.size:  # wide: from another automaton's walk, or a projection's
+            node = self._term_walk(dfa, d)
+            if node is not None:
+                return node
+            proj = self._projection(cid, d, first_ok)
+            if proj is not None:
+                self.stats["projections"] = self.stats.get("projections", 0) + 1
+                return self._derived_root_walk(cid, d, proj)
+            node = self._order_walk(dfa, d)
+            self._keep_term_walk(dfa, d, node)
+            return node
         if n_cand * 4 < self._content.size:
             cand = self._first_tokens(first_ok)
             node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
@@ -577,6 +588,89 @@ class CompiledGrammar:
             node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
             return node
         return self._order_walk(dfa, d)
+
+    def _term_walk(self, dfa: LexerDFA, d: int) -> WalkNode | None:
+        """The root walk from ``d`` translated from another automaton's, when ``d`` reads one terminal
+        alone (:func:`_one_terminal`) and a walk from the same terminal state is in the process-wide
+        store (:data:`_TERM_WALKS`): inside a string, every schema's automaton walks alike."""
+        one = _one_terminal(dfa, d)
+        if one is None:
+            return None
+        i, local = one
+        t = dfa.terms[i]
+        hit = _TERM_WALKS.get((self.vocab.fingerprint(), self.eos_ids, t.regexp, dfa.explicit_nonascii, local))
+        if hit is None:
+            return None
+        end_tok, end_code, keys, groups = hit
+        n = len(dfa.terms)
+        ids = []
+        for st, matched, pend in keys:
+            main = tuple(st if j == i else -1 for j in range(n))
+            sid = dfa._index.get((main, i if matched else -1, frozenset(), pend))
+            if sid is None:
+                return None
+            ids.append(sid)
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for gstates, tok, off in groups:
+            fid = dfa._fork_index.get((i, frozenset((t.name, g) for g in gstates)))
+            if fid is None:
+                return None
+            out[fid] = (tok, off)
+        self.stats["term_walks"] = self.stats.get("term_walks", 0) + 1
+        return WalkNode(end_tok, np.asarray(ids, dtype=np.int32)[end_code], out, {})
+
+    def _keep_term_walk(self, dfa: LexerDFA, d: int, node: WalkNode) -> None:
+        """Store ``node`` (the root walk from ``d``) in terminal-local terms for :meth:`_term_walk`."""
+        one = _one_terminal(dfa, d)
+        if one is None:
+            return
+        i, local = one
+        t = dfa.terms[i]
+        states = np.flatnonzero(np.bincount(node.end_state, minlength=1)) if node.end_state.size else node.end_state
+        keys = []
+        for s in states.tolist():
+            main, best, _, pend = dfa._keys[s]
+            keys.append((main[i], best == i, pend))
+        lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
+        lut[states] = np.arange(states.size, dtype=np.int32)
+        groups = [(tuple(sorted(g for _, g in dfa.forks[f][1])), tok, off) for f, (tok, off) in node.groups.items()]
+        _TERM_WALKS[(self.vocab.fingerprint(), self.eos_ids, t.regexp, dfa.explicit_nonascii, local)] = (
+            node.end_tok, lut[node.end_state], keys, groups)
+        while len(_TERM_WALKS) > TERM_WALK_LIMIT:
+            _TERM_WALKS.pop(next(iter(_TERM_WALKS)))
+
+    def _projection(self, cid: int, d: int, first_ok: np.ndarray) -> int | None:
+        """A state of context ``cid`` reading one of ``d``'s terminals alone (the others dropped), whose
+        walk is at hand (walked here, or in :data:`_TERM_WALKS`) and differs from ``d``'s on the fewest
+        tokens' first bytes: inside an object's key, the any-string terminal's state without the
+        literal keys, from which :meth:`_derived_root_walk` derives ``d``'s walk.  None if there is none."""
+        dfa = self.ctx(cid)
+        main, best, guard, pend = dfa._keys[d]
+        if guard:
+            return None
+        alive = [j for j, st in enumerate(main) if st >= 0]
+        if len(alive) < 2:
+            return None
+        n = len(main)
+        fp = (self.vocab.fingerprint(), self.eos_ids)
+        row = dfa.table[d]
+        best_ref, best_cost = None, None
+        for j in alive:
+            if best not in (-1, j) or j >= dfa.n_main:
+                continue
+            key = (tuple(main[j] if k == j else -1 for k in range(n)), best, frozenset(), pend)
+            p = dfa._index.get(key)
+            if p is None:
+                continue
+            t = dfa.terms[j]
+            local = (main[j], best == j, pend)
+            at_hand = (cid, p) in self._roots or (*fp, t.regexp, dfa.explicit_nonascii, local) in _TERM_WALKS
+            # tokens walked anew from d: those whose first byte leads d elsewhere than p (a walk not at
+            # hand costs a whole-vocabulary walk first: it then serves every state of this kind)
+            cost = int(self._first_hist[(dfa.table[p] != row) & first_ok].sum()) + (0 if at_hand else self._content.size // 8)
+            if best_cost is None or cost < best_cost:
+                best_ref, best_cost = p, cost
+        return best_ref if best_cost is not None and best_cost < self._content.size // 4 else None
 
     def _order_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
         """The walk of every content token from state ``d``, on the length-sorted byte matrix (one
@@ -686,7 +780,7 @@ class CompiledGrammar:
                 if seen > budget:
                     return -1
                 ns = row[b]
-                if lens[a] == k + 1:  # the one token that is exactly this prefix ends here
+                while a < z and lens[a] == k + 1:  # the token(s: a vocabulary may repeat one) equal to this prefix
                     end_t.append(ids[a])
                     end_s.append(ns)
                     a += 1
@@ -769,7 +863,7 @@ class CompiledGrammar:
                 if nr == DEAD:  # none of these is in the reference's walk from here on
                     fresh.append((a, z, k, s))
                     continue
-                if lens[a] == k + 1:
+                while a < z and lens[a] == k + 1:
                     fixes.append((ids[a], ns))
                     a += 1
                 if a < z:
@@ -1436,6 +1530,33 @@ def dfa_live_bytes(dfa: LexerDFA, s: int) -> list[int]:
 
 
 _TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}
+
+# root walks of states reading one terminal alone, in that terminal's terms (its automaton state,
+# whether it has matched, the partial UTF-8 character), shared by every automaton of the process:
+# (vocabulary, EOS ids, regexp, explicit non-ASCII, local state) ->
+# (end tokens, end state codes, codes' local states, [(fork guard's states, tokens, offsets)])
+TERM_WALK_LIMIT = 128
+_TERM_WALKS: dict[tuple, tuple[np.ndarray, np.ndarray, list[tuple], list[tuple[tuple, np.ndarray, np.ndarray]]]] = {}
+
+
+def _one_terminal(dfa: LexerDFA, d: int) -> tuple[int, tuple] | None:
+    """``(terminal index, its local state)`` when state ``d`` of ``dfa`` reads one terminal alone —
+    no other terminal alive (so no keyword retyping: its targets are dead), no guard, no other
+    terminal having matched first, and one the scanner tries (index below ``n_main``) — so that its
+    walk depends on that terminal's automaton only; else None."""
+    key = dfa._keys[d]
+    if key is None:
+        return None
+    main, best, guard, pend = key
+    if guard:
+        return None
+    alive = [j for j, st in enumerate(main) if st >= 0]
+    if len(alive) != 1:
+        return None
+    i = alive[0]
+    if best not in (-1, i) or i >= dfa.n_main:  # (a keyword target past n_main never wins alone)
+        return None
+    return i, (main[i], best == i, pend)
 
 # the byte tables of the vocabularies compiled against in this process, by (fingerprint, EOS ids)
 _VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}

@@ -135,6 +135,29 @@ def test_lockstep_trie_derivations_equal_plain_walks(which: str, smollm2_tokeniz
     assert done > 10
 
 
+def test_walks_shared_across_schemas_equal_plain_walks(smollm2_tokenizer) -> None:
+    """Inside a string read alone, a schema's automaton takes its walk from another schema's
+    (translated through the terminal's own states, :meth:`CompiledGrammar._term_walk`), and a key
+    state takes its walk from its projection onto the any-string terminal: both equal plain walks."""
+    tok = smollm2_tokenizer
+    first = {"type": "object", "properties": {"alpha": {"type": "string"}, "beta": {"type": "integer"}}}
+    second = {"type": "object", "properties": {"gamma": {"type": "string"}, "delta": {"type": "string"},
+                                               "alphabet": {"type": "boolean"}}}
+    projections = 0
+    for schema, text in ((first, '{"alpha":"x y","beta":3,"zeta":"q"}'),
+                         (second, '{"alphabet":true,"gamma":"g\\u00e9","zz":"ab","delta":"d"}')):
+        cg = gad.compile(Grammar.from_json_schema(schema), tok, cache_dir=False, warm=False)
+        m = cg.matcher()
+        for t in tok.encode(text, add_special_tokens=False):
+            m.mask()
+            assert m.accept_token(t)
+        for (cid, d), node in list(cg._roots.items()):
+            assert _as_sets(node) == _as_sets(_plain(cg, cid, d)), (cid, d)
+        projections += cg.stats.get("projections", 0)
+    assert cg.stats.get("term_walks", 0) > 0  # the second schema reused the first one's string walks
+    assert projections > 0
+
+
 def test_first_byte_selection_equals_a_mask_over_the_vocabulary(smollm2_tokenizer) -> None:
     cg = _compiled("json", smollm2_tokenizer)
     rng = np.random.default_rng(3)
