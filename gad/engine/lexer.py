@@ -116,6 +116,22 @@ def _bits(mask: int) -> tuple[tuple[int, ...], np.ndarray, tuple[tuple[int, int]
     return r
 
 
+def _put_move(row: list[int], at: list[np.ndarray], dst: list[int], c: int, j: int) -> None:
+    """Record the move of the ASCII bytes of bit set ``c`` to state ``j``: in ``row`` (by byte), and
+    as (bytes, target) in the scatter lists ``at`` / ``dst`` of the table."""
+    low = c & -c
+    if c == low:
+        b = low.bit_length() - 1
+        row[b] = j
+        at.append(_ONE_BYTE[b])
+    else:
+        bs = _bits(c)
+        for a, e in bs[2]:
+            row[a:e] = (j,) * (e - a)
+        at.append(bs[1])
+    dst.append(j)
+
+
 def _low_bit(mask: int) -> int:
     """The lowest set bit of ``mask`` (sorts bit sets by their first byte)."""
     return mask & -mask
@@ -656,16 +672,7 @@ class LexerDFA:
             ng = frozenset([(name, gt) for name, inf in ginfo if (gt := inf[0][b]) >= 0]) if ginfo else _NO_GUARD
             nk = (tuple(out), nb, ng, ())
             found = index.get(nk)
-            j = self._add(nk) if found is None else found
-            if c == low:
-                row[b] = j
-                at.append(_ONE_BYTE[b])
-            else:
-                bs = _bits(c)
-                for a, e in bs[2]:
-                    row[a:e] = (j,) * (e - a)
-                at.append(bs[1])
-            dst.append(j)
+            _put_move(row, at, dst, c, self._add(nk) if found is None else found)
         return hi_live
 
     def _single_moves(self, key: tuple, j0: int, inf: AsciiInfo, row: list[int], at: list[np.ndarray],
@@ -681,18 +688,7 @@ class LexerDFA:
             low = c & -c
             nk = (pre + (t,) + post, j0 if fin & low else best, _NO_GUARD, ())
             j = index.get(nk)
-            if j is None:
-                j = self._add(nk)
-            if c == low:
-                b = low.bit_length() - 1
-                row[b] = j
-                at.append(_ONE_BYTE[b])
-            else:
-                bs = _bits(c)
-                for a, e in bs[2]:
-                    row[a:e] = (j,) * (e - a)
-                at.append(bs[1])
-            dst.append(j)
+            _put_move(row, at, dst, c, self._add(nk) if j is None else j)
 
     def _high_moves(self, key: tuple) -> tuple[tuple[int, ...], list[np.ndarray], list[int]]:
         """The moves of the bytes >= 0x80 of state ``key`` (no partial character; some main terminal

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 
@@ -59,3 +60,13 @@ def longest_match_consistent(regexp: str, alphabet: Sequence[str], max_len: int)
             if (m.end() if m and m.end() > 0 else None) != longest:
                 return False
     return True
+
+
+def assume_lark_terminals(terms: Sequence[tuple[str, str]], alphabet: Sequence[str], max_len: int = 5) -> None:
+    """``hypothesis.assume`` that every regex terminal of a :func:`lark_grammars` draw is one Lark
+    accepts (not zero-width) and whose longest match is Python's (:func:`longest_match_consistent`:
+    the lexer semantics gad matches exactly, README "Exactness")."""
+    for kind, body in terms:
+        if kind == "re":
+            assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
+            assume(longest_match_consistent(body, alphabet, max_len))

@@ -14,7 +14,6 @@ with the extra start states that guards add later (``start_for``) and after a co
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 
 import lark
@@ -27,7 +26,7 @@ from gad.engine.compiler import CompiledGrammar
 from gad.engine.lexer import DEAD, START, LexerDFA
 from gad.engine.vocab import Vocabulary
 from gad.grammar import Grammar
-from gad.testing.strategies import lark_grammars, longest_match_consistent
+from gad.testing.strategies import assume_lark_terminals, lark_grammars
 
 logging.getLogger("lark").setLevel(logging.ERROR)  # Lark's own collision warnings
 
@@ -163,10 +162,7 @@ _grammar = lark_grammars("abc", ["a", "b", "c", "[ab]", "[bc]", "[abc]", "ab", "
 @given(_grammar)
 def test_random_grammars_build_the_reference_automata(g) -> None:
     text, terms = g
-    for kind, body in terms:
-        if kind == "re":
-            assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
-            assume(longest_match_consistent(body, "abc", 5))
+    assume_lark_terminals(terms, "abc")
     try:
         cg = _compiled(text, "abc")
     except lark.exceptions.LarkError:

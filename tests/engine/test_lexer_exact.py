@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 
 import lark
 import pytest
@@ -18,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from gad.engine.compiler import CompiledGrammar
 from gad.engine.vocab import Vocabulary
-from gad.testing.strategies import lark_grammars, longest_match_consistent
+from gad.testing.strategies import assume_lark_terminals, lark_grammars
 
 logging.getLogger("lark").setLevel(logging.ERROR)  # Lark's own collision warnings
 
@@ -129,10 +128,7 @@ _grammar = lark_grammars("abc", _ATOMS, max_literal=3, priorities=True)
 @given(_grammar)
 def test_random_grammars_agree_with_lark(g) -> None:
     text, terms = g
-    for kind, body in terms:
-        if kind == "re":
-            assume(re.fullmatch(body, "") is None)  # Lark refuses zero-width terminals
-            assume(longest_match_consistent(body, "abc", 5))
+    assume_lark_terminals(terms, "abc")
     try:
         lark.Lark(text, parser="lalr", lexer="contextual")
     except lark.exceptions.LarkError:
