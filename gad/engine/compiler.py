@@ -658,7 +658,7 @@ class CompiledGrammar:
         for j in alive:
             if best not in (-1, j) or j >= dfa.n_main:
                 continue
-            key = (tuple(main[j] if k == j else -1 for k in range(n)), best, frozenset(), pend)
+            key: tuple[Any, ...] = (tuple(main[j] if k == j else -1 for k in range(n)), best, frozenset(), pend)
             p = dfa._index.get(key)
             if p is None:
                 continue

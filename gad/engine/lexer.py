@@ -65,7 +65,7 @@ def _minimal(fsm: interegular.FSM) -> interegular.FSM:
         return fsm
     if any(m.initial in row.values() for row in m.map.values()):
         fresh = max(m.states) + 1
-        mp = {**m.map, fresh: dict(m.map.get(m.initial, {}))}
+        mp: dict[Any, dict[Any, Any]] = {**m.map, fresh: dict(m.map.get(m.initial, {}))}
         m = interegular.FSM(alphabet=m.alphabet, states=set(mp), initial=fresh, finals=set(m.finals),
                             map=mp, __no_validation__=True)
     return m
