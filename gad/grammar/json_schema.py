@@ -817,8 +817,12 @@ def _json_eq(a: Any, b: Any) -> bool:
 
 # ------------------------------------------------------------------------------------ converter
 class _Gen:
-    def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool) -> None:
+    def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool,
+                 dead: frozenset[str] = frozenset()) -> None:
         self.root = root
+        # pointers of property schemas found to admit no value only once the grammar was pruned
+        # (an object requiring a property it forbids): their names are banned from the start
+        self.dead_ptrs = dead
         self.strict = strict
         self.lenient = lenient
         self.dropped: list[Dropped] = []
@@ -1927,6 +1931,8 @@ class _Gen:
         def key_rule(k: str, own: Any, own_ptr: str) -> tuple[str | None, Any]:
             """The value rule of key ``k`` (its own schema and every pattern it matches), and a key
             equal for two keys whose value rules have the same language (None: unknown)."""
+            if own_ptr in self.dead_ptrs:  # admits no value (found by an earlier pass's pruning)
+                return None, ("schema", "false")
             spelled = json.dumps(k, ensure_ascii=False)
             hits = [(sch, pp_ptr) for f, sch, pp_ptr in fsms if f.accepts(spelled)]
             if not hits:
@@ -2192,6 +2198,17 @@ class _Gen:
         for name, alts in self.rules.items():
             self.rules[name] = [a for a in alts if all(sym in productive or sym[:1].isupper() for sym in a.split())]
 
+    def pruned_keys(self) -> set[str]:
+        """Pointers of listed properties whose value rule :meth:`prune` removed: their names must be
+        banned from the object's additional-key terminal too (else they would be read as additional
+        properties), which a new pass with them in ``dead`` does."""
+        out: set[str] = set()
+        for lay in self.obj_built.values():
+            for k, r, _q in lay.get("live", ()):
+                if r is not None and r not in self.rules and not r[:1].isupper():  # (a terminal: productive)
+                    out.add(lay["src"][k][1])
+        return out
+
     def run(self) -> str:
         root = self.value_rule(self.root, "")
         while self.work:
@@ -2455,8 +2472,14 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
                                                       and whitespace >= 0)):
         raise InvalidArgumentError(f"whitespace must be 'compact', 'flexible' or an int >= 0, got {whitespace!r}")
     root = load_schema(schema)
-    gen = _Gen(root, whitespace, strict, lenient)
-    text = gen.run()
+    dead: frozenset[str] = frozenset()
+    while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
+        gen = _Gen(root, whitespace, strict, lenient, dead)
+        text = gen.run()
+        more = gen.pruned_keys() - dead
+        if not more:
+            break
+        dead |= more
     if gen.dropped:
         warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
                       + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=2)

@@ -50,6 +50,21 @@ def test_property_admitting_no_value_stays_in_the_text():
     assert not c.accepts_value({"b": 1, "a": {}})
 
 
+def test_property_found_empty_by_pruning_is_not_an_additional_one():
+    """A property whose schema admits nothing only as a grammar (an object requiring a property it
+    forbids: known once the grammar is pruned) may not appear either, not even read as an additional
+    property (hypothesis found ``{"b": null}`` accepted here)."""
+    empty_obj = {"type": "object", "properties": {}, "required": ["a"], "additionalProperties": False}
+    s = {"type": "object", "properties": {"ab": {"type": "integer"}, "a": {"type": "integer"}, "b": empty_obj}}
+    c = Checker(s)
+    for value in ({"b": None}, {"b": {}}, {"b": {"a": 1}}, {"a": 1, "b": 2}, {"a": 1}, {"ab": 2, "zz": [1]}, {}):
+        assert c.accepts_value(value) is oracle(s, value), value
+    nested = {"type": "object", "properties": {"x": {"type": "object", "properties": {"b": empty_obj}}}}
+    c = Checker(nested)
+    for value in ({"x": {"b": 1}}, {"x": {"c": 1}}, {"x": {}}):
+        assert c.accepts_value(value) is oracle(nested, value), value
+
+
 def test_integer_ranges_exhaustive():
     for lo, hi, xlo, xhi in [(-13, 27, False, False), (0, 100, True, True), (-1005, -7, False, True),
                              (None, 12, False, False), (98, None, False, False)]:
