@@ -49,16 +49,22 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from gad.engine import cachefile
-from gad.errors import InvalidArgumentError
+from gad.errors import InvalidArgumentError, TrieFormatError
 from gad.phi.base import PhiEstimator
 from gad.phi.trie import PhiTrie
-from gad.phi.trie_io import check_identity, load_trie, save_trie
+from gad.phi.trie_io import check_identity, load_trie, save_trie, trie_header
 
 
-def _stamp(path: str) -> tuple[int, int, int]:
-    """(inode, size, mtime ns) of a file: changes whenever another process replaces it."""
+def _stamp(path: str) -> tuple[Any, ...]:
+    """(inode, size, mtime ns, the header's write id) of a trie file: changes whenever another process
+    replaces it (the write id even when the inode is reused within the file system's time granularity;
+    an unreadable header gives a stamp equal to no other, so the file is re-read and its error raised)."""
     st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    try:
+        wid = trie_header(path).get("write_id")
+    except (OSError, TrieFormatError):
+        wid = object()
+    return st.st_ino, st.st_size, st.st_mtime_ns, wid
 
 
 class AsapPhi(PhiEstimator):
@@ -87,7 +93,7 @@ class AsapPhi(PhiEstimator):
                  cache: int = 4096, pending: int = 128) -> None:
 
         self.path: str | None = None
-        self._stamp: tuple[int, int, int] | None = None  # the trie file as this process last saw it
+        self._stamp: tuple[Any, ...] | None = None  # the trie file as this process last saw it
         self.identity = dict(identity or {})
         if trie is None:
             self.trie = PhiTrie(self.identity)
@@ -105,8 +111,14 @@ class AsapPhi(PhiEstimator):
             cachefile.clean_stale_temps(os.path.dirname(os.path.abspath(self.path)),
                                         prefix=f".{os.path.basename(self.path)}.pid")
             if os.path.exists(self.path):
-                self.trie = load_trie(self.path, expected=self.identity)
-                self._stamp = _stamp(self.path)
+                # the stamp must be that of the version read: another run may replace the file while it
+                # is read (its samples would be overwritten at the next flush); read until it holds still
+                for _ in range(100):
+                    before = _stamp(self.path)
+                    self.trie = load_trie(self.path, expected=self.identity)
+                    self._stamp = _stamp(self.path)
+                    if self._stamp == before:
+                        break
             else:
                 self.trie = PhiTrie(self.identity)
         else:

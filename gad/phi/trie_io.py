@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import struct
 import sys
 from typing import Any
@@ -134,6 +135,9 @@ def save_trie(trie: PhiTrie, path: str | os.PathLike[str]) -> None:
         "samples": trie.samples,
         "n_nodes": n,
         "columns": [list(c) for c in _COLUMNS],
+        # a fresh id per write: readers tell two versions of the file apart even when the file system
+        # reuses the inode and the writes share a size and a (coarse) modification time
+        "write_id": secrets.token_hex(8),
     }
     hb = json.dumps(header, sort_keys=True).encode("utf-8")
     h = hashlib.sha256(hb)
@@ -176,7 +180,8 @@ def _parse_header(data: bytes, path: str) -> tuple[dict[str, Any], int]:
 
 def trie_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The header of a saved trie without reading its columns: ``n_nodes``, ``samples`` (samples learnt
-    from), ``identity`` (model, grammar, prompt, settings), ``format``, ``columns``.
+    from), ``identity`` (model, grammar, prompt, settings), ``format``, ``columns``, ``write_id`` (a
+    random id per write; absent in files written before it was added).
 
     Raises:
         TrieFormatError: not a trie file, unknown version, or a truncated / corrupted header.

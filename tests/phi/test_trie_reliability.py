@@ -61,6 +61,44 @@ def _draw(n: int, seed: int) -> list[tuple[list[int], bool]]:
     return [(s.token_ids, s.finished) for s in out]
 
 
+def test_a_trie_replaced_while_it_is_read_keeps_the_other_runs_samples(tmp_path: Path, monkeypatch) -> None:
+    """Another run saves the trie file between this run's read of it and its look at the file's
+    stamp: the stamp must be that of the version read (else the next flush, seeing no change, writes
+    over the other run's samples; the three-CLI-runs test once counted 17 of 18).  And two saves of a
+    trie are told apart by the header's write id, whatever the inode and modification time."""
+    import gad.phi.asap as asap_mod
+    from gad.phi.trie_io import save_trie, trie_header
+
+    lm, cg = _toy()
+    path = tmp_path / "t.trie"
+    first = make_estimator("asap", lm, cg, [], trie=str(path))
+    api.sample(lm, cg, [], n=4, method=first, seed=1, max_new_tokens=8, batch_size=1)
+    first.flush()
+    base = trie_header(path)["samples"]
+    assert base == 4
+    real = asap_mod.load_trie
+    raced = []
+
+    def racing(p, expected=None):
+        t = real(p, expected=expected)
+        if not raced:  # another run's save lands right after this read
+            raced.append(True)
+            other = real(p, expected=expected)
+            other.samples += 5
+            save_trie(other, p)
+        return t
+
+    monkeypatch.setattr(asap_mod, "load_trie", racing)
+    est = make_estimator("asap", lm, cg, [], trie=str(path))
+    api.sample(lm, cg, [], n=2, method=est, seed=2, max_new_tokens=8, batch_size=1)
+    est.flush()
+    assert raced and trie_header(path)["samples"] == base + 5 + 2
+    ids = {trie_header(path)["write_id"]}
+    save_trie(load_trie(path), path)
+    ids.add(trie_header(path)["write_id"])
+    assert len(ids) == 2
+
+
 def test_phi_depends_on_the_set_of_samples_not_their_order() -> None:
     samples = _draw(25, seed=1)
     a = _replay(samples)
