@@ -267,7 +267,7 @@ class CompiledGrammar:
         of every fork in each context that can follow (where a mask goes when a lexeme closes at a
         token's end), so that no later mask walks the whole vocabulary (≈2-5 ms per state on 49k
         tokens); default: when the grammar's automata have at most 1,000 states in all (JSON: ~330;
-        the keyword-heavy SQL grammar: ~4,200 stays lazy).
+        the keyword-heavy SQL grammar: ~3,300 stays lazy).
         """
         if all_roots is None:
             all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
