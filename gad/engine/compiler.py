@@ -581,13 +581,11 @@ class CompiledGrammar:
             node = self._order_walk(dfa, d)
             self._keep_term_walk(dfa, d, node)
             return node
-        if n_cand * 4 < self._content.size:
-            cand = self._first_tokens(first_ok)
-            node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
-            srt = np.argsort(node.end_tok, kind="stable")
-            node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
-            return node
-        return self._order_walk(dfa, d)
+        cand = self._first_tokens(first_ok)
+        node = self._walk(cid, d, cand, np.zeros(cand.size, dtype=np.int32))
+        srt = np.argsort(node.end_tok, kind="stable")
+        node.end_tok, node.end_state = node.end_tok[srt], node.end_state[srt]
+        return node
 
     def _term_walk(self, dfa: LexerDFA, d: int) -> WalkNode | None:
         """The root walk from ``d`` translated from another automaton's, when ``d`` reads one terminal
@@ -598,15 +596,14 @@ class CompiledGrammar:
             return None
         i, local = one
         t = dfa.terms[i]
-        hit = _TERM_WALKS.get((self.vocab.fingerprint(), self.eos_ids, t.regexp, dfa.explicit_nonascii, local))
+        hit = _TERM_WALKS.get(self._term_key(dfa, i, local))
         if hit is None:
             return None
         end_tok, end_code, keys, groups = hit
         n = len(dfa.terms)
         ids = []
         for st, matched, pend in keys:
-            main = tuple(st if j == i else -1 for j in range(n))
-            sid = dfa._index.get((main, i if matched else -1, frozenset(), pend))
+            sid = dfa._index.get(_solo_key(n, i, st, i if matched else -1, pend))
             if sid is None:
                 return None
             ids.append(sid)
@@ -625,7 +622,6 @@ class CompiledGrammar:
         if one is None:
             return
         i, local = one
-        t = dfa.terms[i]
         states = np.flatnonzero(np.bincount(node.end_state, minlength=1)) if node.end_state.size else node.end_state
         keys = []
         for s in states.tolist():
@@ -634,10 +630,13 @@ class CompiledGrammar:
         lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
         lut[states] = np.arange(states.size, dtype=np.int32)
         groups = [(tuple(sorted(g for _, g in dfa.forks[f][1])), tok, off) for f, (tok, off) in node.groups.items()]
-        _TERM_WALKS[(self.vocab.fingerprint(), self.eos_ids, t.regexp, dfa.explicit_nonascii, local)] = (
-            node.end_tok, lut[node.end_state], keys, groups)
+        _TERM_WALKS[self._term_key(dfa, i, local)] = (node.end_tok, lut[node.end_state], keys, groups)
         while len(_TERM_WALKS) > TERM_WALK_LIMIT:
             _TERM_WALKS.pop(next(iter(_TERM_WALKS)))
+
+    def _term_key(self, dfa: LexerDFA, i: int, local: tuple) -> tuple:
+        """The :data:`_TERM_WALKS` key of terminal ``i`` of ``dfa`` alone in local state ``local``."""
+        return self.vocab.fingerprint(), self.eos_ids, dfa.terms[i].regexp, dfa.explicit_nonascii, local
 
     def _projection(self, cid: int, d: int, first_ok: np.ndarray) -> int | None:
         """A state of context ``cid`` reading one of ``d``'s terminals alone (the others dropped), whose
@@ -652,19 +651,15 @@ class CompiledGrammar:
         if len(alive) < 2:
             return None
         n = len(main)
-        fp = (self.vocab.fingerprint(), self.eos_ids)
         row = dfa.table[d]
         best_ref, best_cost = None, None
         for j in alive:
             if best not in (-1, j) or j >= dfa.n_main:
                 continue
-            key: tuple[Any, ...] = (tuple(main[j] if k == j else -1 for k in range(n)), best, frozenset(), pend)
-            p = dfa._index.get(key)
+            p = dfa._index.get(_solo_key(n, j, main[j], best, pend))
             if p is None:
                 continue
-            t = dfa.terms[j]
-            local = (main[j], best == j, pend)
-            at_hand = (cid, p) in self._roots or (*fp, t.regexp, dfa.explicit_nonascii, local) in _TERM_WALKS
+            at_hand = (cid, p) in self._roots or self._term_key(dfa, j, (main[j], best == j, pend)) in _TERM_WALKS
             # tokens walked anew from d: those whose first byte leads d elsewhere than p (a walk not at
             # hand costs a whole-vocabulary walk first: it then serves every state of this kind)
             cost = int(self._first_hist[(dfa.table[p] != row) & first_ok].sum()) + (0 if at_hand else self._content.size // 8)
@@ -943,14 +938,8 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        for fid, (t, o) in self._trie_groups(dfa, grp).items():
-            if fid in groups:
-                same.discard(fid)
-                groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
-            else:
-                groups[fid] = (t, o)
-        children = {key: v for key, v in base.children.items() if key[0] in same}
-        node.groups, node.children = groups, children
+        node.groups = groups
+        node.children = _join_groups(base, groups, same, self._trie_groups(dfa, grp))
         return node
 
     def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
@@ -1044,14 +1033,7 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        if part is not None:
-            for fid, (t, o) in part.groups.items():
-                if fid in groups:
-                    same.discard(fid)
-                    groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
-                else:
-                    groups[fid] = (t, o)
-        children = {k: v for k, v in base.children.items() if k[0] in same}
+        children = _join_groups(base, groups, same, part.groups if part is not None else {})
         node = WalkNode(end_tok, end_state, groups, children)
         if base.end_tok.size > self._dense_min:
             node.dense_end = dense
@@ -1492,6 +1474,20 @@ def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> L
     return dfa
 
 
+def _join_groups(base: WalkNode, groups: dict[int, tuple[np.ndarray, np.ndarray]], same: set[int],
+                 extra: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int], WalkNode]:
+    """Add a derived walk's own fork entries ``extra`` to ``groups`` (the reference's, filtered; in
+    place), and return the reference's child walks still valid: those of the forks in ``same`` (whose
+    token sets are the reference's) that ``extra`` left alone."""
+    for fid, (t, o) in extra.items():
+        if fid in groups:
+            same.discard(fid)
+            groups[fid] = (np.concatenate([groups[fid][0], t]), np.concatenate([groups[fid][1], o]))
+        else:
+            groups[fid] = (t, o)
+    return {k: v for k, v in base.children.items() if k[0] in same}
+
+
 class _VocabTrie:
     """A vocabulary's content tokens sorted by their bytes: the tokens sharing a prefix of length ``k``
     are a contiguous range, split by the byte at column ``k`` (sorted within the range), so that a trie
@@ -1537,6 +1533,12 @@ _TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}
 # (end tokens, end state codes, codes' local states, [(fork guard's states, tokens, offsets)])
 TERM_WALK_LIMIT = 128
 _TERM_WALKS: dict[tuple, tuple[np.ndarray, np.ndarray, list[tuple], list[tuple[tuple, np.ndarray, np.ndarray]]]] = {}
+
+
+def _solo_key(n: int, i: int, st: int, best: int, pend: tuple) -> tuple:
+    """The key of the lexer state of ``n`` terminals where terminal ``i`` alone is alive, in automaton
+    state ``st``, with first matched terminal ``best`` (-1 or ``i``), no guard, partial character ``pend``."""
+    return tuple(st if j == i else -1 for j in range(n)), best, frozenset(), pend
 
 
 def _one_terminal(dfa: LexerDFA, d: int) -> tuple[int, tuple] | None:
