@@ -42,6 +42,7 @@ from gad.grammar.automata import (
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     clip,
+    coreachable,
     minimize,
     regex_fsm,
 )
@@ -227,19 +228,7 @@ class TerminalAutomaton:
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
                 f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
-        # co-reachable states: those from which a final state can be reached
-        rev: dict[int, set[int]] = {}
-        for s, trans in fsm.map.items():
-            for t in trans.values():
-                rev.setdefault(t, set()).add(s)
-        live: set[Any] = set(fsm.finals)
-        todo: list[Any] = list(live)
-        while todo:
-            s = todo.pop()
-            for p in rev.get(s, ()):
-                if p not in live:
-                    live.add(p)
-                    todo.append(p)
+        live = coreachable(fsm)  # the states from which a final state can be reached
         nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
                              if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
         if fsm.initial not in live:

@@ -455,6 +455,35 @@ def _weight(s: object, in_e: dict, out_e: dict) -> int:
             + (len(loop[0]) if loop is not None else 0) * (n_in * n_out - 1))
 
 
+def reachable(fsm: interegular.FSM) -> set[Any]:
+    """The states of ``fsm`` reachable from its initial state."""
+    seen = {fsm.initial}
+    stack = [fsm.initial]
+    while stack:
+        for t in fsm.map.get(stack.pop(), {}).values():
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return seen
+
+
+def coreachable(fsm: interegular.FSM, among: set[Any] | None = None) -> set[Any]:
+    """The states of ``fsm`` from which a final state can be reached (only through the states of
+    ``among`` when it is given: ``coreachable(fsm, reachable(fsm))`` is the live part)."""
+    back: dict[Any, set[Any]] = {}
+    for s in fsm.map if among is None else among:
+        for t in fsm.map.get(s, {}).values():
+            back.setdefault(t, set()).add(s)
+    live = set(fsm.finals) if among is None else {s for s in among if s in fsm.finals}
+    stack = list(live)
+    while stack:
+        for p in back.get(stack.pop(), ()):
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    return live
+
+
 def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
     """A regular expression (Python / Lark syntax, no lookarounds) whose language is ``fsm``'s, by
     state elimination (Brzozowski and McCluskey 1963), the state that adds the fewest characters
@@ -467,30 +496,7 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
     alpha = fsm.alphabet
     explicit = [s for s in alpha._symbol_mapping if isinstance(s, str)]
     other = complement(norm([(ord(c), ord(c)) for c in explicit])) if explicit else [(0, MAX_CP)]
-    # live states: reachable from the initial state and reaching a final one
-    fwd: dict = {}
-    for s, row in fsm.map.items():
-        fwd[s] = set(row.values())
-    seen = {fsm.initial}
-    stack = [fsm.initial]
-    while stack:
-        s = stack.pop()
-        for t in fwd.get(s, ()):
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    back: dict = {}
-    for s in seen:
-        for t in fwd.get(s, ()):
-            back.setdefault(t, set()).add(s)
-    co = {s for s in seen if s in fsm.finals}
-    stack = list(co)
-    while stack:
-        s = stack.pop()
-        for t in back.get(s, ()):
-            if t not in co:
-                co.add(t)
-                stack.append(t)
+    co = coreachable(fsm, reachable(fsm))  # live states: reachable, and reaching a final one
     if fsm.initial not in co:
         return None
     # edges: (p, q) -> ranges, then -> regex
@@ -573,26 +579,7 @@ def minimize(fsm: interegular.FSM, max_work: int = 5_000_000) -> interegular.FSM
     transition leads to the dead state), by Moore's partition refinement; None when the
     refinement would exceed ``max_work`` state-transition visits."""
     fwd = {s: dict(row) for s, row in fsm.map.items()}
-    seen = {fsm.initial}
-    stack = [fsm.initial]
-    while stack:
-        s = stack.pop()
-        for t in fwd.get(s, {}).values():
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    back: dict = {}
-    for s in seen:
-        for t in fwd.get(s, {}).values():
-            back.setdefault(t, set()).add(s)
-    live = {s for s in seen if s in fsm.finals}
-    stack = list(live)
-    while stack:
-        s = stack.pop()
-        for t in back.get(s, ()):
-            if t not in live:
-                live.add(t)
-                stack.append(t)
+    live = coreachable(fsm, reachable(fsm))
     if fsm.initial not in live:
         live = {fsm.initial}
     trs = sorted({tr for s in live for tr in fwd.get(s, {})}, key=repr)
