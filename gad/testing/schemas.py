@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import jsonschema
 
 import gad
 from gad.engine.vocab import Vocabulary
+from gad.errors import EmptyLanguageError, UnsupportedSchemaError
 from gad.grammar import Grammar
 from gad.grammar.json_schema import convert, format_checker
 
@@ -42,3 +44,22 @@ def schema_oracle(schema: Any, value: Any) -> bool:
     format checker)."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return bool(cls(schema, format_checker=format_checker()).is_valid(value))
+
+
+def agree_with_jsonschema(schema: Any, values: Sequence[Any], refusable: Collection[str] = ()) -> SchemaChecker | None:
+    """Assert that gad's grammar for ``schema`` accepts each of ``values`` iff ``jsonschema`` validates
+    it (:func:`schema_oracle`; the AssertionError names the schema, the value and gad's text).  A
+    refusal must be under a keyword in ``refusable`` (else it is raised on), and a schema gad finds
+    empty must leave every value invalid.  Returns the checker, or None when refused or empty."""
+    try:
+        c = SchemaChecker(schema)
+    except UnsupportedSchemaError as e:
+        if e.keyword not in refusable:
+            raise
+        return None
+    except EmptyLanguageError:
+        assert not any(schema_oracle(schema, v) for v in values), schema
+        return None
+    for v in values:
+        assert c.accepts_value(v) is schema_oracle(schema, v), (schema, v, c.sg.dumps(v))
+    return c
