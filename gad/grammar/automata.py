@@ -484,25 +484,20 @@ def coreachable(fsm: interegular.FSM, among: set[Any] | None = None) -> set[Any]
     return live
 
 
-def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
-    """A regular expression (Python / Lark syntax, no lookarounds) whose language is ``fsm``'s, by
-    state elimination (Brzozowski and McCluskey 1963), the state that adds the fewest characters
-    (:func:`_weight`) eliminated first, ties broken by a breadth-first numbering of the states
-    (so that the same automaton gives the same regex in every process); None when the language is empty or an intermediate expression grows
-    over ``max_chars`` characters (regexes for automata can be exponentially larger).
+def _edge_atoms(fsm: interegular.FSM) -> tuple[list[Any], dict[Any, int], dict[tuple[Any, Any], _Rx]] | None:
+    """The live part of ``fsm`` as regex atoms: ``(states, canon, atoms)`` with the live states in
+    a breadth-first order from the initial one (``canon``: state -> number) and one atom (a char or
+    a class) per live move ``(p, q)``; None when the language is empty.
 
-    Callers that need certainty re-parse the result and compare automata (``equivalent``).
-    """
+    The numbering depends on the automaton, not on how the process happened to number its states
+    (product automata number them by hash order), so the regexes written from it do too."""
     alpha = fsm.alphabet
     explicit = [s for s in alpha._symbol_mapping if isinstance(s, str)]
     other = complement(norm([(ord(c), ord(c)) for c in explicit])) if explicit else [(0, MAX_CP)]
     co = coreachable(fsm, reachable(fsm))  # live states: reachable, and reaching a final one
     if fsm.initial not in co:
         return None
-    # edges: (p, q) -> ranges, then -> regex
-    # states numbered breadth-first from the initial one, moves in the order of the characters they
-    # read: the elimination order (and so the regex) depends on the automaton, not on how the
-    # process happened to number its states (product automata number them by hash order)
+
     def tr_key(tr: Any) -> list[str]:
         return sorted(repr(x) for x in alpha.by_transition[tr])
 
@@ -525,6 +520,32 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
                     rs.extend(other)
                 else:
                     rs.append((ord(sym), ord(sym)))
+    atoms: dict[tuple[Any, Any], _Rx] = {}
+    for (p, q), rs in ranges.items():
+        rs = norm(rs)
+        if len(rs) == 1 and rs[0][0] == rs[0][1]:
+            atoms[p, q] = (rx_lit(chr(rs[0][0])), "atom")
+        elif sum(hi - lo + 1 for lo, hi in rs) > 4096:
+            comp = complement(rs)
+            atoms[p, q] = ("[^" + ranges_text(comp) + "]" if comp else "(?:[\\x00-\\x7f]|[^\\x00-\\x7f])", "atom")
+        else:
+            atoms[p, q] = ("[" + ranges_text(rs) + "]", "atom")
+    return order, canon, atoms
+
+
+def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
+    """A regular expression (Python / Lark syntax, no lookarounds) whose language is ``fsm``'s, by
+    state elimination (Brzozowski and McCluskey 1963), the state that adds the fewest characters
+    (:func:`_weight`) eliminated first, ties broken by a breadth-first numbering of the states
+    (so that the same automaton gives the same regex in every process); None when the language is empty or an intermediate expression grows
+    over ``max_chars`` characters (regexes for automata can be exponentially larger).
+
+    Callers that need certainty re-parse the result and compare automata (``equivalent``).
+    """
+    edges = _edge_atoms(fsm)
+    if edges is None:
+        return None
+    order, canon, atoms = edges
     START, END = object(), object()
     out_e: dict = {}
     in_e: dict = {}
@@ -537,20 +558,13 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
         out_e[p][q] = new
         in_e.setdefault(q, {})[p] = new
 
-    for (p, q), rs in ranges.items():
-        rs = norm(rs)
-        if len(rs) == 1 and rs[0][0] == rs[0][1]:
-            put(p, q, (rx_lit(chr(rs[0][0])), "atom"))
-        elif sum(hi - lo + 1 for lo, hi in rs) > 4096:
-            comp = complement(rs)
-            put(p, q, ("[^" + ranges_text(comp) + "]" if comp else "(?:[\\x00-\\x7f]|[^\\x00-\\x7f])", "atom"))
-        else:
-            put(p, q, ("[" + ranges_text(rs) + "]", "atom"))
+    for (p, q), r in atoms.items():
+        put(p, q, r)
     put(START, fsm.initial, _EPS)
     for f in order:
         if f in fsm.finals:
             put(f, END, _EPS)
-    todo = set(co)
+    todo = set(order)
     while todo:
         k = min(todo, key=lambda s: (_weight(s, in_e, out_e), canon[s]))
         todo.discard(k)
@@ -572,6 +586,97 @@ def fsm_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
                     return None
     final = out_e.get(START, {}).get(END)
     return None if final is None else final[0]
+
+
+class _TooLong(Exception):
+    """An expression of :func:`greedy_regex` grew over its character budget."""
+
+
+def greedy_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
+    """A regular expression for ``fsm``'s language whose leftmost-first match (Python's ``re``,
+    Lark's lexer) on any string is the longest prefix in the language -- what gad's lexer reads
+    (maximal munch), so a terminal written with it means the same to Lark and to gad.  None when the
+    language is empty or the expression grows over ``max_chars`` characters.
+
+    ``fsm_regex`` writes unions such as ``(?:0|[1-9][0-9]*|[0-9]+\\.[0-9]+)`` whose first branch
+    stops Python at ``2`` in ``2.5``.  Here the language read from state ``q`` (avoiding the states
+    on the path that led to ``q``) is written ``(?:B)*E``: ``B`` the words that return to ``q`` for
+    the first time, ``E`` those that leave ``q`` for good, an alternation over ``q``'s moves -- one
+    per next state, so the next character picks at most one -- made optional (greedy ``?``, tried
+    last) when ``q`` is final.  Every match through one more ``B`` ends after every match of ``E``
+    (the path is fixed by the input), and greedy operators try the longer first, so the first
+    match found is the longest.  The expression is a tree over the automaton's simple paths:
+    exponential in the worst case, linear for the trees and self-loops of number automata.
+    Callers that need certainty re-parse the result and compare automata (``equivalent``).
+    """
+    edges = _edge_atoms(fsm)
+    if edges is None:
+        return None
+    order, canon, atoms = edges
+    moves: dict[Any, list[tuple[Any, _Rx]]] = {p: [] for p in order}
+    for (p, q), r in atoms.items():
+        moves[p].append((q, r))
+    for p in order:
+        moves[p].sort(key=lambda m: canon[m[0]])
+    reach: dict[Any, frozenset[Any]] = {}
+    for p in order:  # the states reachable from p (p included)
+        seen = {p}
+        stack = [p]
+        while stack:
+            for q, _a in moves[stack.pop()]:
+                if q not in seen:
+                    seen.add(q)
+                    stack.append(q)
+        reach[p] = frozenset(seen)
+    memo: dict[tuple[Any, frozenset[Any], Any], _Rx | None] = {}
+    finals = fsm.finals
+
+    def words(q: Any, avoid: frozenset[Any], target: Any) -> _Rx | None:
+        # the words read from q through states outside ``avoid`` that end in a final state
+        # (target None) or on the move into ``target`` (a state of ``avoid``); None: no word
+        key = (q, avoid & reach[q], target)
+        if key in memo:
+            return memo[key]
+        inner = avoid | {q}
+        loops: list[_Rx] = []
+        leave: list[_Rx] = []
+        for d, atom in moves[q]:
+            if target is not None and d == target:
+                leave.append(atom)
+            elif d == q:
+                loops.append(atom)
+            elif d not in avoid:
+                back = words(d, inner, q)
+                if back is not None:
+                    loops.append(_rx_cat(atom, back))
+                on = words(d, inner, target)
+                if on is not None:
+                    leave.append(_rx_cat(atom, on))
+        out = _alts(leave)
+        if target is None and q in finals:
+            out = _EPS if out is None else _rx_alt(out, _EPS)  # greedy ``?``: stopping is tried last
+        body = _alts(loops)
+        if out is not None and body is not None:
+            out = _rx_cat(_rx_star(body), out)
+        if out is not None and len(out[0]) > max_chars:
+            raise _TooLong
+        memo[key] = out
+        return out
+
+    try:
+        top = words(fsm.initial, frozenset(), None)
+    except (_TooLong, RecursionError):
+        return None
+    return None if top is None else top[0]
+
+
+def _alts(rs: list[_Rx]) -> _Rx | None:
+    """The alternation of ``rs`` in their order (None for none)."""
+    if not rs:
+        return None
+    if len(rs) == 1:
+        return rs[0]
+    return ("|".join(r[0] for r in rs), "alt")
 
 
 def minimize(fsm: interegular.FSM, max_work: int = 5_000_000) -> interegular.FSM | None:

@@ -122,7 +122,7 @@ from interegular.fsm import Alphabet as _Alphabet
 from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
-from gad.grammar.automata import AutomatonTooLarge, budgeted, fsm_regex, minimize, regex_fsm
+from gad.grammar.automata import AutomatonTooLarge, budgeted, fsm_regex, greedy_regex, minimize, regex_fsm
 from gad.grammar.regex_ast import (
     MAX_CP,
     Dialect,
@@ -1200,8 +1200,15 @@ class _Gen:
                     if one_of and self.overlap(out.number, p.number):
                         self.unsupported(uptr, kw, f"number branches {out.where['number']} and {bptr} overlap "
                                                    "(oneOf is exact only over disjoint branches)")
-                    out.number = JSON_NUMBER if JSON_NUMBER in (out.number, p.number) \
-                        else f"(?:{out.number}|{p.number})"
+                    if JSON_NUMBER in (out.number, p.number):
+                        out.number = JSON_NUMBER
+                    else:
+                        joined = _join_numbers(out.number, p.number)
+                        if joined is None:
+                            self.unsupported(uptr, kw, f"number branches {out.where['number']} and {bptr}: "
+                                                       "their union is too large to write as one terminal")
+                            joined = JSON_NUMBER
+                        out.number = joined
             if p.obj is not None:
                 objs.append((p.obj, p.obj_any, p.obj_key, bptr))
             for kind in ("arr",):
@@ -2336,6 +2343,27 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
         return False, None
     except Exception:  # noqa: BLE001 - interegular refusing a construct: not writable here
         return False, None
+
+
+def _join_numbers(a: str, b: str) -> str | None:
+    """One number terminal's regex for the union of the regexes ``a`` and ``b``, written so that
+    Python's leftmost-first match is the longest one (:func:`gad.grammar.automata.greedy_regex`):
+    ``(?:a|b)`` would let Lark's lexer stop at ``2`` in ``2.5`` when ``a`` reads integers, where
+    gad's lexer reads the longest match.  The result is re-parsed and checked equivalent to the
+    union; None when the union or its regex exceeds gad's budgets."""
+    try:
+        both = minimize(budgeted(lambda: regex_fsm(a) | regex_fsm(b), _MAX_PRODUCT_STATES_BUILT))
+        if both is None or len(both.states) > _MAX_PRODUCT_REGEX_STATES:
+            return None
+        rx = greedy_regex(both, _MAX_PRODUCT_REGEX_CHARS)
+        if rx is None:  # pragma: no cover - the union of two nonempty number languages is not empty
+            return None
+        rx = f"(?:{rx})"
+        if not budgeted(lambda: regex_fsm(rx).equivalent(both), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
+            return None  # (a bug in greedy_regex)
+        return rx
+    except (AutomatonTooLarge, RecursionError):
+        return None
 
 
 def _first_keys(meta: dict) -> list[str] | None:
