@@ -41,6 +41,7 @@ from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
 from gad.errors import GadError, InvalidArgumentError
 from gad.fileio import default_cache_root
+from gad.grammar.automata import literal_text
 from gad.grammar.loader import Grammar
 
 _INTEREGULAR = _dist_version("interegular")
@@ -183,6 +184,63 @@ class CompiledGrammar:
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
         self._dfas: list[LexerDFA | None] = [None] * len(self._ctx_specs)
+        rep = self._context_cover()
+        if rep:
+            self.state_ctx = {state: rep.get(cid, cid) for state, cid in self.state_ctx.items()}
+
+    def _context_cover(self) -> dict[int, int]:
+        """Contexts served by a larger context's automaton: ``{cid: covering cid}``.
+
+        An object whose properties come in a fixed order leaves one context per position holding
+        the keys still allowed (42, 41, ..., 1 keys: a lexer automaton per suffix, quadratic in the
+        keys).  Context ``C`` may use the automaton of ``D`` (``C``'s terminals a subset of ``D``'s,
+        in the same order) when the terminals ``D`` adds are *inert* for ``C``: literals that no
+        terminal of ``C`` can confuse with -- no string of one is a prefix of a string of the other
+        (:func:`_inert`).  Then Lark's first-match scanner over ``D`` and over ``C`` read the same
+        lexeme wherever either reads one of ``C``'s terminals (an added literal can neither match
+        first, nor cut, nor be alive when a terminal of ``C`` closes, so it never enters a guard),
+        and a lexeme of an added literal is one the parser cannot shift in ``C``'s states: masks
+        and steps drop it as they drop every terminal the parser refuses (``allowed_bits``,
+        ``feed``).  Only contexts without keyword rules ("unless") or ``%ignore`` terminals are
+        merged; the largest covering context is taken, so a family of suffixes shares one
+        automaton and its token walks.
+        """
+        specs = self._ctx_specs
+        cand = [cid for cid, (terms, unless, ignore, n_main) in enumerate(specs)
+                if terms and not unless and not any(ignore)]
+        if len(cand) < 2:
+            return {}
+        cand.sort(key=lambda c: -len(specs[c][0]))
+        names = {c: [t.name for t in specs[c][0]] for c in cand}
+        lits = {c: [_literal_of(t) for t in specs[c][0]] for c in cand}
+        reps: list[int] = []
+        by_term: dict[str, list[int]] = {}
+        out: dict[int, int] = {}
+        for c in cand:
+            mine = names[c]
+            cover = None
+            for r in by_term.get(mine[0], ()):
+                rn = names[r]
+                pos = {n: i for i, n in enumerate(rn)}
+                idx = [pos.get(n, -1) for n in mine]
+                if len(rn) <= len(mine) or min(idx) < 0 or idx != sorted(idx):
+                    continue
+                have = set(idx)
+                extra = [lits[r][i] for i in range(len(rn)) if i not in have]
+                words = [x for x in extra if x is not None]
+                if len(words) < len(extra):
+                    continue
+                if all(_inert(x, lit, self, t) for x in words
+                       for lit, t in zip(lits[c], specs[c][0], strict=True)):
+                    cover = r
+                    break
+            if cover is None:
+                reps.append(c)
+                for n in mine:
+                    by_term.setdefault(n, []).append(c)
+            else:
+                out[c] = cover
+        return out
 
     def ctx(self, cid: int) -> LexerDFA:
         """The lexer automaton of context ``cid`` (built on first use)."""
@@ -269,13 +327,14 @@ class CompiledGrammar:
         tokens); default: when the grammar's automata have at most 1,000 states in all (JSON: ~330;
         the keyword-heavy SQL grammar: ~3,300 stays lazy).
         """
+        used = sorted(set(self.state_ctx.values()))  # (less the contexts another one covers)
         if all_roots is None:
-            all_roots = sum(self.ctx(c).n_states for c in range(len(self._ctx_specs))) <= 1000
+            all_roots = sum(self.ctx(c).n_states for c in used) <= 1000
         after: dict[str, list[int]] = {}
         changed = True
         while changed:  # walks add the guarded start states of later contexts: walk those too
             changed = False
-            for cid in range(len(self._ctx_specs)):
+            for cid in used:
                 dfa = self.ctx(cid)
                 for d in range(START, dfa.n_states if all_roots else START + 1):
                     if (cid, d) in self._roots:
@@ -1442,6 +1501,32 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
 SHARED_DFA_LIMIT = 256
 _SHARED_DFAS: OrderedDict[tuple, LexerDFA] = OrderedDict()
 _DFA_SERIAL = itertools.count(1)
+
+
+def _literal_of(t: Any) -> str | None:
+    """The one string terminal ``t`` (a Lark ``TerminalDef``) matches, or None (a regex, or flags)."""
+    pat = t.pattern
+    if pat.flags:
+        return None
+    if pat.type == "str":
+        return str(pat.value)
+    return literal_text(pat.value)
+
+
+def _inert(x: str, lit: str | None, cg: CompiledGrammar, t: Any) -> bool:
+    """No string of terminal ``t`` (its literal ``lit``, or its automaton) is a prefix of the literal
+    ``x`` or has ``x`` as a prefix (:meth:`CompiledGrammar._context_cover`)."""
+    if lit is not None:
+        return not (x.startswith(lit) or lit.startswith(x))
+    a = cg._automaton(t)
+    st: Any = a.fsm.initial
+    for ch in x:
+        st = a.step(st, ch)
+        if st < 0:
+            return True
+        if st in a.fsm.finals:
+            return False  # a prefix of x (or x) is a string of t
+    return False  # x is a prefix of a string of t (st is live)
 
 
 def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> LexerDFA:

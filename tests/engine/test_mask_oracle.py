@@ -69,6 +69,22 @@ GRAMMARS = {
          "ct,", "s", "e", "l", "c", "t", "S"],
         2,
     ),
+    # keys in a fixed order, each optional: one lexer context per position holding the keys still
+    # allowed, served by the first position's automaton (CompiledGrammar._context_cover) -- except
+    # where a later key is a prefix of an earlier one ("ab" / "abc": not inert, kept apart)
+    "suffixes": (
+        r"""
+        start: "(" k1? k2? k3? k4? ")"
+        k1: "ab" NUM
+        k2: "ac" NUM
+        k3: "abc" NUM
+        k4: "b" NUM
+        NUM: /[0-9]+/
+        """,
+        ["(", ")", "a", "b", "c", "1"],
+        ["(", ")", "a", "b", "c", "1", "ab", "ac", "abc", "(ab", "1)", "1ab", "1b", "bc", "1a", "(a", "c1"],
+        3,
+    ),
 }
 
 
@@ -213,3 +229,23 @@ def test_rollback_and_fork_restore_masks() -> None:
     assert np.array_equal(f.mask(), masks[-1])
     with pytest.raises(Exception, match="cannot roll back"):
         m.rollback(1)
+
+
+def test_suffix_contexts_share_an_automaton_only_where_inert() -> None:
+    """The "suffixes" grammar's key contexts: covered by a larger one exactly where no added key is a
+    prefix of (or has as a prefix) a key of the smaller one; the oracle test above checks the masks."""
+    cg = _COMPILED["suffixes"][1]
+    names = {cid: {t.pattern.value for t in spec[0]} for cid, spec in enumerate(cg._ctx_specs)}
+    cover = cg._context_cover()
+    assert cover, names
+    for small, big in cover.items():
+        extra = names[big] - names[small]
+        assert names[small] < names[big] and extra
+        assert not any(x.startswith(y) or y.startswith(x) for x in extra for y in names[small])
+    # {ac, abc, b, ")"} must not use {ab, ac, abc, b, ")"}'s automaton: "ab" is a prefix of "abc"
+    after_k1 = next(c for c, n in names.items() if n == {"ac", "abc", "b", ")"})
+    assert after_k1 not in cover
+    # {b, ")"} may use the first position's automaton (no key there is a prefix of "b" or ")")
+    last = next(c for c, n in names.items() if n == {"b", ")"})
+    assert last in cover
+    assert set(cg.state_ctx.values()).isdisjoint(cover)
