@@ -13,7 +13,8 @@ import logging
 
 import lark
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
 
 from gad.engine.compiler import CompiledGrammar
 from gad.engine.vocab import Vocabulary
@@ -134,6 +135,30 @@ def test_random_grammars_agree_with_lark(g) -> None:
     except lark.exceptions.LarkError:
         assume(False)
     _check_against_lark(text, "abc", 5, extra=("ab", "bc", "ca", "abc"))
+
+
+_KEY = st.one_of(st.text("ab", min_size=1, max_size=3).map(lambda w: f'"{w}"'),
+                 st.sampled_from(["/a+/", "/b[ab]?/", "/ab?/", "/[b]/", "/a[ab]/"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.lists(_KEY, min_size=2, max_size=4))
+@example(['"ba"', "/[b]/", '"ax"'])  # after "ba", "babaxx" is "b" "ax" "x" ("ba", longer, scans first)
+@example(['"aa"', '"a"', '"ab"'])
+def test_ordered_optional_keys_agree_with_lark(keys) -> None:
+    """Keys in a fixed order, each optional: one lexer context per position with the keys still
+    allowed, most of them served by a larger context's automaton (CompiledGrammar._context_cover,
+    where the added literals are inert); random literals and regexes over "ab" make some of them
+    prefixes of others (keys "ab", "a", "b": after "ab", the text "ab" is "a" then "b"), where the
+    contexts must stay apart."""
+    lines = ["start: " + " ".join(f"k{i}?" for i in range(len(keys))) + ' "x"']
+    lines += [f"k{i}: {k}" for i, k in enumerate(keys)]
+    text = "\n".join(lines) + "\n"
+    try:
+        lark.Lark(text, parser="lalr", lexer="contextual")
+    except lark.exceptions.LarkError:
+        assume(False)
+    _check_against_lark(text, "abx", 6, extra=("ab", "ba", "bx", "aab", "abx"))
 
 
 def test_characters_no_automaton_names_leave_no_byte_states() -> None:
