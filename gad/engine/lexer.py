@@ -281,7 +281,7 @@ class TerminalAutomaton:
                     single |= m
                 if t in finals:
                     final |= m
-            moves = tuple((m, t) for t, m in groups.items())
+            moves = tuple(zip(groups.values(), groups))
             if len(moves) > 1:
                 moves = tuple(sorted(moves, key=_low_bit_first))
             r = self._info[state] = (tuple(row), live_bits, tuple(multi), single, final, moves)
