@@ -213,7 +213,6 @@ class CompiledGrammar:
         cand.sort(key=lambda c: -len(specs[c][0]))
         names = {c: [t.name for t in specs[c][0]] for c in cand}
         lits = {c: [_literal_of(t) for t in specs[c][0]] for c in cand}
-        reps: list[int] = []
         by_term: dict[str, list[int]] = {}
         out: dict[int, int] = {}
         for c in cand:
@@ -235,7 +234,6 @@ class CompiledGrammar:
                     cover = r
                     break
             if cover is None:
-                reps.append(c)
                 for n in mine:
                     by_term.setdefault(n, []).append(c)
             else:
