@@ -455,10 +455,11 @@ def _weight(s: object, in_e: dict, out_e: dict) -> int:
             + (len(loop[0]) if loop is not None else 0) * (n_in * n_out - 1))
 
 
-def reachable(fsm: interegular.FSM) -> set[Any]:
-    """The states of ``fsm`` reachable from its initial state."""
-    seen = {fsm.initial}
-    stack = [fsm.initial]
+def reachable(fsm: interegular.FSM, start: Any = None) -> set[Any]:
+    """The states of ``fsm`` reachable from ``start`` (default: its initial state), ``start`` included."""
+    first = fsm.initial if start is None else start
+    seen = {first}
+    stack = [first]
     while stack:
         for t in fsm.map.get(stack.pop(), {}).values():
             if t not in seen:
@@ -618,16 +619,8 @@ def greedy_regex(fsm: interegular.FSM, max_chars: int = 20_000) -> str | None:
         moves[p].append((q, r))
     for p in order:
         moves[p].sort(key=lambda m: canon[m[0]])
-    reach: dict[Any, frozenset[Any]] = {}
-    for p in order:  # the states reachable from p (p included)
-        seen = {p}
-        stack = [p]
-        while stack:
-            for q, _a in moves[stack.pop()]:
-                if q not in seen:
-                    seen.add(q)
-                    stack.append(q)
-        reach[p] = frozenset(seen)
+    # the states reachable from p (p included; only live states can be in a memo key's ``avoid``)
+    reach = {p: frozenset(reachable(fsm, p)) for p in order}
     memo: dict[tuple[Any, frozenset[Any], Any], _Rx | None] = {}
     finals = fsm.finals
 

@@ -108,7 +108,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -2330,15 +2330,8 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
         for r, f in zip(regexes, fsms, strict=True):
             if isinstance(r, str) and _inside(f, both):
                 return True, r  # f's language is inside every other one
-        if len(both.states) > _MAX_PRODUCT_REGEX_STATES:
-            return False, None
-        rx = fsm_regex(both, _MAX_PRODUCT_REGEX_CHARS)
-        if rx is None:
-            return False, None
-        rx = f"(?:{rx})"
-        if not budgeted(lambda: regex_fsm(rx).equivalent(both), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
-            return False, None  # (a bug in fsm_regex)
-        return True, rx
+        rx = _write_back(both, fsm_regex)
+        return (rx is not None), rx
     except (AutomatonTooLarge, RecursionError):
         return False, None
     except Exception:  # noqa: BLE001 - interegular refusing a construct: not writable here
@@ -2353,17 +2346,25 @@ def _join_numbers(a: str, b: str) -> str | None:
     union; None when the union or its regex exceeds gad's budgets."""
     try:
         both = minimize(budgeted(lambda: regex_fsm(a) | regex_fsm(b), _MAX_PRODUCT_STATES_BUILT))
-        if both is None or len(both.states) > _MAX_PRODUCT_REGEX_STATES:
-            return None
-        rx = greedy_regex(both, _MAX_PRODUCT_REGEX_CHARS)
-        if rx is None:  # pragma: no cover - the union of two nonempty number languages is not empty
-            return None
-        rx = f"(?:{rx})"
-        if not budgeted(lambda: regex_fsm(rx).equivalent(both), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
-            return None  # (a bug in greedy_regex)
-        return rx
+        return None if both is None else _write_back(both, greedy_regex)
     except (AutomatonTooLarge, RecursionError):
         return None
+
+
+def _write_back(fsm: Any, writer: Callable[[Any, int], str | None]) -> str | None:
+    """``fsm`` (a nonempty automaton) as a grouped regex written by ``writer`` (``fsm_regex`` or
+    ``greedy_regex``), re-parsed and checked equivalent to ``fsm``; None when it has over
+    ``_MAX_PRODUCT_REGEX_STATES`` states or its regex over ``_MAX_PRODUCT_REGEX_CHARS`` characters.
+    Raises AutomatonTooLarge when the check exceeds the product budget."""
+    if len(fsm.states) > _MAX_PRODUCT_REGEX_STATES:
+        return None
+    rx = writer(fsm, _MAX_PRODUCT_REGEX_CHARS)
+    if rx is None:
+        return None
+    rx = f"(?:{rx})"
+    if not budgeted(lambda: regex_fsm(rx).equivalent(fsm), _MAX_PRODUCT_STATES_BUILT):  # pragma: no cover
+        return None  # (a bug in the writer)
+    return rx
 
 
 def _first_keys(meta: dict) -> list[str] | None:
