@@ -88,7 +88,6 @@ for _b in range(0xF0, 0xF5):
 # live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final
 # state; then (bytes, next state) per next state, by first byte)
 AsciiInfo = tuple[tuple[int, ...], int, tuple[int, ...], int, int, tuple[tuple[int, int], ...]]
-_DEAD_INFO: AsciiInfo = ((-1,) * 0x80, 0, (), 0, 0, ())  # a dead (or cut) terminal
 
 # bit sets over the 256 bytes -> (their bytes, as an intp array, their runs), shared by all automata
 _BITS_LIMIT = 1 << 16
@@ -189,7 +188,6 @@ class TerminalAutomaton:
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
     _ext: dict[int, bool] = field(default_factory=dict, repr=False)
     _na: dict[int, bool] = field(default_factory=dict, repr=False)
-    _ascii: np.ndarray | None = field(default=None, repr=False)
     _prefixes: frozenset[bytes] | None = field(default=None, repr=False)
     _info: dict[int, AsciiInfo] = field(default_factory=dict, repr=False)
     _of_class: dict[Any, int] | None = field(default=None, repr=False)
@@ -239,17 +237,8 @@ class TerminalAutomaton:
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
-        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_ascii": None, "_prefixes": None, "_info": {},
+        return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_prefixes": None, "_info": {},
                 "_of_class": None, "_na_classes": None, "_leads": None}
-
-    def ascii_classes(self) -> np.ndarray:
-        """``(128,)`` int64: the automaton's alphabet class of each ASCII character (bytes with equal
-        classes step alike from every state)."""
-        r = self._ascii
-        if r is None:
-            alpha = self.fsm.alphabet
-            r = self._ascii = np.fromiter((alpha[chr(b)] for b in range(0x80)), dtype=np.int64, count=0x80)
-        return r
 
     def ascii_info(self, state: int) -> AsciiInfo:
         """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final, moves)``: ``row``
