@@ -286,8 +286,8 @@ class CompiledGrammar:
             hit = _VOCAB_TABLES[key] = self._vocab_tables()
             while len(_VOCAB_TABLES) > 4:
                 _VOCAB_TABLES.pop(next(iter(_VOCAB_TABLES)))
-        (self._bytes, self._lens, self._content, self._order, self._bytes_t, self._n_at,
-         self._fin_at, self._first, self._first_hist, self._by_first, self._first_off) = hit
+        (self._bytes, self._lens, self._content, self._first, self._first_hist, self._by_first,
+         self._first_off) = hit
 
     def _vocab_tables(self) -> tuple:
         """The vocabulary's byte tables (read-only, shared by every grammar compiled against it)."""
@@ -300,21 +300,14 @@ class CompiledGrammar:
             if lens[i]:
                 mat[i, : lens[i]] = np.frombuffer(cast(bytes, t), dtype=np.uint8)
         content = np.nonzero(lens > 0)[0].astype(np.int32)
-        # root walks: content tokens sorted by decreasing length, bytes stored position-major so
-        # that the tokens still being read at byte ``pos`` are the contiguous prefix [:_n_at[pos]]
-        order = content[np.argsort(-lens[content], kind="stable")]
-        bytes_t = np.ascontiguousarray(mat[order].T)
-        slen = lens[order]
-        n_at = [int((slen > p).sum()) for p in range(mat.shape[1])]
-        fin_at = [(int((slen > p + 1).sum()), int((slen > p).sum())) for p in range(mat.shape[1])]
         first = mat[content, 0]  # (n_content,) uint8: each content token's first byte
         first_hist = np.bincount(first, minlength=256).astype(np.int64)  # (256,) content tokens per first byte
         # content tokens grouped by first byte: those of byte b are by_first[first_off[b]:first_off[b + 1]]
         by_first = content[np.argsort(first, kind="stable")]
         first_off = np.concatenate([[0], np.cumsum(first_hist)]).astype(np.int64)
-        for a in (mat, lens, content, order, bytes_t, first, first_hist, by_first, first_off):
+        for a in (mat, lens, content, first, first_hist, by_first, first_off):
             a.setflags(write=False)
-        return mat, lens, content, order, bytes_t, n_at, fin_at, first, first_hist, by_first, first_off
+        return mat, lens, content, first, first_hist, by_first, first_off
 
     def warm(self, all_roots: bool | None = None) -> CompiledGrammar:
         """Build every lexer automaton and the token walk from each context's start state.
@@ -609,7 +602,7 @@ class CompiledGrammar:
         return node
 
     def _root_walk(self, cid: int, d: int) -> WalkNode:
-        """:meth:`_walk` over all content tokens from offset 0, on the length-sorted byte matrix.
+        """:meth:`_walk` over all content tokens from offset 0 (the whole vocabulary: :meth:`_level_walk`).
 
         Tokens whose first byte is dead from ``d`` take no part (no end state, no fork); when they
         are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
@@ -635,7 +628,7 @@ class CompiledGrammar:
             if proj is not None:
                 self.stats["projections"] = self.stats.get("projections", 0) + 1
                 return self._derived_root_walk(cid, d, proj)
-            node = self._order_walk(dfa, d)
+            node = self._level_walk(dfa, d)
             self._keep_term_walk(dfa, d, node)
             return node
         cand = self._first_tokens(first_ok)
@@ -724,57 +717,110 @@ class CompiledGrammar:
                 best_ref, best_cost = p, cost
         return best_ref if best_cost is not None and best_cost < self._content.size // 4 else None
 
-    def _order_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
-        """The walk of every content token from state ``d``, on the length-sorted byte matrix (one
-        numpy pass per byte position over the tokens still being read)."""
+    def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
+        """The walk of every content token from state ``d``, down the vocabulary's byte trie one
+        depth at a time (:class:`_TrieLevels`: one numpy pass per depth over the distinct prefixes),
+        the few tokens longer than the walked depths then one by one (:meth:`_walk_scalar`).
+
+        Same result as :meth:`_walk` over the content tokens: the tokens ending inside the lexeme,
+        sorted by id, with their states, and per fork the tokens passing it before their last byte,
+        with the next lexeme's offset, unless that byte already fires the fork's guard."""
         self.stats["walks"] += 1
+        tr = self._trie()
+        lv = tr.levels(self.vocab.tokens)
         flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
-        n = self._order.size
-        st = np.full(n, d, dtype=np.int32)
-        idx = np.empty(n, dtype=np.int32)
-        end_s = np.zeros(n, dtype=np.int32)
+        st = np.empty(lv.n_nodes + 1, dtype=np.int32)  # each node's state (the last entry: scratch)
         b_i: list[np.ndarray] = []
         b_p: list[int] = []
         b_w: list[np.ndarray] = []
-        n_at = self._n_at
-        for pos, k in enumerate(n_at):
-            if k == 0:
-                break
-            cur = st[:k]
-            ik = idx[:k]
-            np.left_shift(cur, 8, out=ik)
-            np.add(ik, self._bytes_t[pos, :k], out=ik)
-            nxt = flat.take(ik)
-            # tokens with bytes left after this one, now at a fork: the lexeme may close here
-            k2 = n_at[pos + 1] if pos + 1 < len(n_at) else 0
-            if k2:
-                f = fork_id.take(nxt[:k2])
-                at = np.flatnonzero(f >= 0)
-                if at.size:
-                    b_i.append(at)
-                    b_p.append(pos + 1)
-                    b_w.append(f[at])
-            st[:k] = nxt
-            lo, hi = self._fin_at[pos]
-            if hi > lo:
-                end_s[lo:hi] = nxt[lo:hi]
-        groups = self._groups(dfa, self._order, b_i, b_p, b_w)
-        # end states by token id (0: dead or not ending here): the ending tokens come out sorted
-        # by id without a sort (the dense array itself is built by _fill when used: cache files
-        # of warm grammars stay small)
-        end_s[end_s == sink] = DEAD
-        dense = np.zeros(self.vocab_size, dtype=np.int32)
-        dense[self._order] = end_s
-        tok = np.flatnonzero(dense).astype(np.int32)
-        return WalkNode(tok, dense[tok], groups, {})
+        at = 0
+        for p in range(lv.depth):
+            byte = lv.byte[p]
+            hi = at + byte.size
+            cur = st[at:hi]
+            if p:
+                np.left_shift(st.take(lv.parent[p]), 8, out=cur)
+                cur += byte
+            else:
+                np.add(byte, d << 8, out=cur)
+            flat.take(cur, out=cur)
+            cont = lv.cont[p]
+            if cont.size:
+                f = fork_id.take(cur.take(cont))
+                hit = np.flatnonzero(f >= 0)
+                if hit.size:
+                    lo, up = lv.cont_lo[p][hit], lv.cont_hi[p][hit]
+                    cnt = up - lo
+                    total = int(cnt.sum())
+                    # the positions lo..up-1 of every hit node, in one array
+                    pos = np.arange(total, dtype=np.int64) + np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
+                    b_i.append(pos)
+                    b_p.append(p + 1)
+                    b_w.append(np.repeat(f[hit], cnt))
+            at = hi
+        groups = self._groups(dfa, tr.ids_np, b_i, b_p, b_w)
+        st[lv.n_nodes] = DEAD
+        ends = st.take(lv.id_node)  # (content,) by token id: end state, DEAD or the sink
+        if lv.long_at.size:
+            starts = st.take(lv.long_node)
+            live = np.flatnonzero((starts != sink) & (starts != DEAD)).tolist()
+            if live:
+                at_, end_st, rest_g = self._walk_tail(dfa, lv, starts[live].tolist(), live)
+                ends[lv.long_at[at_]] = end_st
+                for fid, (ts, os_) in sorted(rest_g.items()):
+                    t_a, o_a = np.asarray(ts, dtype=np.int32), np.asarray(os_, dtype=np.int32)
+                    if fid in groups:
+                        groups[fid] = (np.concatenate([groups[fid][0], t_a]), np.concatenate([groups[fid][1], o_a]))
+                    else:
+                        groups[fid] = (t_a, o_a)
+        # the tokens ending inside the lexeme (state neither DEAD = 0 nor the sink), sorted by id
+        keep = np.flatnonzero((ends - 1).view(np.uint32) < np.uint32(sink - 1))
+        return WalkNode(lv.ids_sorted[keep], ends[keep], groups, {})
+
+    def _walk_tail(self, dfa: LexerDFA, lv: _TrieLevels, starts: list[int], which: list[int]
+                   ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
+        """:meth:`_walk_scalar` of the longer tokens ``which`` (indices into ``lv.long_ids``) from
+        byte ``lv.depth`` on, each from its state in ``starts``: (the indices that end inside the
+        lexeme, their states, fork -> (tokens, offsets)).  Where the rest of a token repeats one byte
+        that leaves a fork-free state unchanged, the token ends in that state without stepping on."""
+        rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
+        at: list[int] = []
+        end_s: list[int] = []
+        grp: dict[int, tuple[list[int], list[int]]] = {}
+        first = lv.depth
+        for s, i in zip(starts, which):
+            data = lv.long_data[i]
+            last = len(data) - 1
+            run, rb = lv.run_from[i], data[-1]
+            for p in range(first, last + 1):
+                s = rows[s][data[p]]
+                if s == DEAD:
+                    break
+                if p == last:
+                    at.append(i)
+                    end_s.append(s)
+                    break
+                f = forks[s]
+                if f >= 0:
+                    if ok_byte[f][data[p + 1]]:
+                        g = grp.get(f)
+                        if g is None:
+                            g = grp[f] = ([], [])
+                        g[0].append(lv.long_ids[i])
+                        g[1].append(p + 1)
+                elif p + 1 >= run and rows[s][rb] == s:  # the rest is rb again and again: s stays
+                    at.append(i)
+                    end_s.append(s)
+                    break
+        return at, end_s, grp
 
     def _trie(self) -> _VocabTrie:
         """The vocabulary's content tokens in byte order (:class:`_VocabTrie`, one per process and vocabulary)."""
         key = (self.vocab.fingerprint(), self.eos_ids)
         tr = _TRIES.get(key)
         if tr is None:
-            tr = _TRIES[key] = _VocabTrie(self._bytes, self._lens, self._content)
+            tr = _TRIES[key] = _VocabTrie(self._bytes, self._lens, self._content, self.vocab.tokens)
             while len(_TRIES) > 4:
                 _TRIES.pop(next(iter(_TRIES)))
         return tr
@@ -1584,9 +1630,10 @@ class _VocabTrie:
         lex_pos: ``(vocab,)`` int32 each token's position in the order (-1: not a content token).
     """
 
-    def __init__(self, mat: np.ndarray, lens: np.ndarray, content: np.ndarray) -> None:
+    def __init__(self, mat: np.ndarray, lens: np.ndarray, content: np.ndarray,
+                 tokens: Sequence[bytes | None]) -> None:
         rows = mat[content]
-        keys = [r[: n].tobytes() for r, n in zip(rows, lens[content].tolist())]
+        keys = [cast(bytes, tokens[i]) for i in content.tolist()]
         order = np.asarray(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
         self.ids_np = content[order].astype(np.int32)
         self.ids: list[int] = self.ids_np.tolist()
@@ -1597,6 +1644,110 @@ class _VocabTrie:
         self.cols: list[bytes] = [c.tobytes() for c in cols]
         self.lex_pos = np.full(mat.shape[0], -1, dtype=np.int32)  # (vocab,) position in the order, -1: none
         self.lex_pos[self.ids_np] = np.arange(order.size, dtype=np.int32)
+        self._levels: _TrieLevels | None = None
+
+    def levels(self, tokens: Sequence[bytes | None]) -> _TrieLevels:
+        """The trie by depth (:class:`_TrieLevels`; ``tokens``: the vocabulary's bytes by id), built on first use."""
+        if self._levels is None:
+            self._levels = _TrieLevels(self, tokens)
+        return self._levels
+
+
+# a walk of the whole vocabulary goes level by level down the byte trie while a level has more than
+# this many nodes; the few longer tokens then step one by one (SmolLM2: 16 levels hold all but 620
+# of the trie's 100k nodes, and all but 155 of its 49k tokens)
+TAIL_NODES = 64
+
+
+class _TrieLevels:
+    """The vocabulary's byte trie stored by depth, for a walk of every content token at once with one
+    numpy pass per depth over the trie's *nodes* (distinct prefixes: 100k for SmolLM2's 332k token
+    bytes), not over the tokens.
+
+    Tokens are taken in the byte order of :class:`_VocabTrie` (positions ``0..n-1``), where the
+    tokens below a node (those that have its prefix) are a contiguous range.  Node ``j`` of depth
+    ``p`` (a prefix of ``p + 1`` bytes) is global node ``off[p] + j``.
+
+    Attributes:
+        depth: the number of depths walked level by level (the first with at most
+            :data:`TAIL_NODES` nodes, or the longest token).
+        byte: ``depth`` arrays ``(n_p,)`` int32, each node's last byte.
+        parent: ``depth`` arrays ``(n_p,)`` int32, the global index of each node's parent (depth 0:
+            unused, the walk's start state is the parent).
+        cont: ``depth`` arrays ``(c_p,)`` int32, the nodes (local index) with tokens below them that
+            are longer than the prefix, with ``cont_lo`` / ``cont_hi`` ``(c_p,)`` int64 their range
+            of such tokens (positions): a lexeme closing at the node's state passes those tokens.
+        short: ``(s,)`` int64 positions of the tokens of at most ``depth`` bytes, and ``short_node``
+            ``(s,)`` int64 the global node where each ends.
+        long: ``(l,)`` int64 positions of the longer tokens, and ``long_node`` ``(l,)`` int64 their
+            node at depth ``depth - 1`` (where the scalar walk takes over at byte ``depth``).
+        n_nodes: global nodes in the walked depths.
+    """
+
+    def __init__(self, trie: _VocabTrie, tokens: Sequence[bytes | None]) -> None:
+        lens = np.asarray(trie.lens, dtype=np.int64)
+        cols = trie.cols_np  # (width + 1, n) uint8, bytes past a token's end are 0
+        n = lens.size
+        # lcp[i]: bytes token i shares with token i - 1 (sorted order: a node's tokens are contiguous)
+        lcp = np.zeros(n, dtype=np.int64)
+        same = np.arange(1, n)  # the tokens still agreeing with their predecessor on bytes 0..k-1
+        for k in range(cols.shape[0]):
+            if not same.size:
+                break
+            same = same[cols[k, same] == cols[k, same - 1]]
+            lcp[same] += 1
+        lcp[1:] = np.minimum(lcp[1:], np.minimum(lens[1:], lens[:-1]))  # (bytes past an end read as 0)
+        width = int(lens.max()) if n else 0
+        self.byte: list[np.ndarray] = []
+        self.parent: list[np.ndarray] = []
+        self.cont: list[np.ndarray] = []
+        self.cont_lo: list[np.ndarray] = []
+        self.cont_hi: list[np.ndarray] = []
+        node_of = np.full(n, -1, dtype=np.int64)  # each token's global node at the previous depth
+        end_node = np.full(n, -1, dtype=np.int64)
+        off = 0
+        depth = 0
+        while depth < width:
+            alive = np.flatnonzero(lens > depth)  # positions of tokens of more than `depth` bytes
+            is_first = (alive == 0) | (lcp[alive] <= depth)  # the first token of a node (a new prefix)
+            first_at = np.flatnonzero(is_first)
+            starts = alive[first_at]
+            n_p = starts.size
+            local = np.cumsum(is_first) - 1  # each alive token's node
+            self.byte.append(cols[depth, starts].astype(np.int32))
+            self.parent.append(node_of[starts].astype(np.int32))
+            hi = alive[np.append(first_at[1:], alive.size) - 1] + 1  # past each node's last token
+            exact = np.bincount(local[lens[alive] == depth + 1], minlength=n_p)  # tokens that are the prefix
+            has = starts + exact < hi
+            self.cont.append(np.flatnonzero(has).astype(np.int32))
+            self.cont_lo.append((starts + exact)[has])
+            self.cont_hi.append(hi[has])
+            node_of[alive] = off + local
+            ends = alive[lens[alive] == depth + 1]
+            end_node[ends] = node_of[ends]
+            off += n_p
+            depth += 1
+            if n_p <= TAIL_NODES:
+                break
+        self.depth = depth
+        self.n_nodes = off
+        # content tokens by id, each with its end node (the longer ones: the scratch entry n_nodes)
+        by_id = np.argsort(trie.ids_np, kind="stable")
+        self.ids_sorted = trie.ids_np[by_id]
+        is_long = lens[by_id] > depth
+        self.id_node = np.where(is_long, off, end_node[by_id])
+        long = by_id[is_long]  # the longer tokens (positions in byte order), by id
+        self.long_at = np.flatnonzero(is_long)
+        self.long_node = node_of[long]
+        self.long_ids: list[int] = trie.ids_np[long].tolist()
+        # from which byte on each longer token repeats its last byte (runs of spaces, dashes, ...)
+        self.long_data: list[bytes] = [cast(bytes, tokens[t]) for t in self.long_ids]
+        self.run_from: list[int] = []
+        for data in self.long_data:
+            k = len(data) - 1
+            while k > 0 and data[k - 1] == data[-1]:
+                k -= 1
+            self.run_from.append(k)
 
 
 def dfa_live_bytes(dfa: LexerDFA, s: int) -> list[int]:
@@ -1760,7 +1911,7 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
 # missing any of them is not used
 _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
-    "_bytes", "_lens", "_content", "_order", "_bytes_t", "_n_at", "_fin_at", "_first", "_first_hist", "_by_first", "_first_off", "_roots",
+    "_bytes", "_lens", "_content", "_first", "_first_hist", "_by_first", "_first_off", "_roots",
     "_stk_parent",
     "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})

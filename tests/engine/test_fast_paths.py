@@ -91,9 +91,39 @@ def test_vectorised_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> N
                 assert _as_sets(cg._walk(cid, d, tok, off)) == _scalar_walk(cg, cid, d, tok, off), (cid, d)
                 checked += 1
     assert checked > 30
-    # ... and the position-major root walk of the whole vocabulary, from the first context's start
+    # ... and the root walk of the whole vocabulary, from the first context's start
     content = cg._content
     assert _as_sets(cg._root_walk(0, START)) == _scalar_walk(cg, 0, START, content, np.zeros(content.size, np.int32))
+
+
+BOUNDED = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40},
+                                           "note": {"type": "string"}, "n": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize("which", ["json", "sql", "bounded"])
+def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+    """The whole-vocabulary walk down the byte trie by depth (:meth:`CompiledGrammar._level_walk`,
+    the longer tokens one by one, runs of one byte that leave a state unchanged skipped) equals a
+    scalar walk of every token: inside plain strings (whose states loop on a run of spaces), in
+    length-bounded ones (which count every space, so the run cannot be skipped) and elsewhere."""
+    if which == "bounded":
+        cg = gad.compile(Grammar.from_json_schema(BOUNDED), smollm2_tokenizer, cache_dir=False, warm=False)
+    else:
+        cg = _compiled(which, smollm2_tokenizer)
+    content = cg._content
+    zeros = np.zeros(content.size, dtype=np.int32)
+    lv = cg._trie().levels(cg.vocab.tokens)
+    assert lv.long_ids and lv.depth < max(map(len, lv.long_data))  # some tokens go the scalar way
+    tail_alive = 0
+    for cid in range(len(cg._ctx_specs))[:12]:
+        dfa = cg.ctx(cid)
+        for d in _states(cg, cid, 5):
+            got = cg._level_walk(dfa, d)
+            assert np.all(np.diff(got.end_tok) > 0)  # sorted by token id
+            want = _scalar_walk(cg, cid, d, content, zeros)
+            assert _as_sets(got) == want, (cid, d)
+            tail_alive += sum(1 for t in lv.long_ids if t in want[0])
+    assert tail_alive > 0
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
