@@ -768,12 +768,7 @@ class CompiledGrammar:
             if live:
                 at_, end_st, rest_g = self._walk_tail(dfa, lv, starts[live].tolist(), live)
                 ends[lv.long_at[at_]] = end_st
-                for fid, (ts, os_) in sorted(rest_g.items()):
-                    t_a, o_a = np.asarray(ts, dtype=np.int32), np.asarray(os_, dtype=np.int32)
-                    if fid in groups:
-                        groups[fid] = (np.concatenate([groups[fid][0], t_a]), np.concatenate([groups[fid][1], o_a]))
-                    else:
-                        groups[fid] = (t_a, o_a)
+                _add_groups(groups, rest_g, tr.ids_np.dtype)
         # the tokens ending inside the lexeme (state neither DEAD = 0 nor the sink), sorted by id
         keep = np.flatnonzero((ends - 1).view(np.uint32) < np.uint32(sink - 1))
         return WalkNode(lv.ids_sorted[keep], ends[keep], groups, {})
@@ -1217,12 +1212,7 @@ class CompiledGrammar:
         end_i = np.concatenate(end_parts) if end_parts else np.zeros(0, dtype=np.int64)
         end_s = np.concatenate(end_states) if end_states else np.zeros(0, dtype=np.int32)
         groups = self._groups(dfa, tok, b_idx, b_pos, b_win)
-        for f, (ts, os_) in sorted(rest_g.items()):
-            t_a, o_a = np.asarray(ts, dtype=tok.dtype), np.asarray(os_, dtype=np.int32)
-            if f in groups:
-                groups[f] = (np.concatenate([groups[f][0], t_a]), np.concatenate([groups[f][1], o_a]))
-            else:
-                groups[f] = (t_a, o_a)
+        _add_groups(groups, rest_g, tok.dtype)
         end_tok = tok[end_i].astype(np.int32)
         if rest_t:
             end_tok = np.concatenate([end_tok, np.asarray(rest_t, dtype=np.int32)])
@@ -1601,6 +1591,18 @@ def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> L
     while len(_SHARED_DFAS) > SHARED_DFA_LIMIT:
         _SHARED_DFAS.popitem(last=False)
     return dfa
+
+
+def _add_groups(groups: dict[int, tuple[np.ndarray, np.ndarray]],
+                more: dict[int, tuple[list[int], list[int]]], dtype: Any) -> None:
+    """Append a scalar walk's fork entries ``more`` (fork -> (tokens, offsets) as lists; tokens as
+    ``dtype``) to a vectorised walk's ``groups`` (in place)."""
+    for fid, (ts, os_) in sorted(more.items()):
+        t_a, o_a = np.asarray(ts, dtype=dtype), np.asarray(os_, dtype=np.int32)
+        if fid in groups:
+            groups[fid] = (np.concatenate([groups[fid][0], t_a]), np.concatenate([groups[fid][1], o_a]))
+        else:
+            groups[fid] = (t_a, o_a)
 
 
 def _join_groups(base: WalkNode, groups: dict[int, tuple[np.ndarray, np.ndarray]], same: set[int],
