@@ -762,53 +762,18 @@ class CompiledGrammar:
         groups = self._groups(dfa, tr.ids_np, b_i, b_p, b_w)
         st[lv.n_nodes] = DEAD
         ends = st.take(lv.id_node)  # (content,) by token id: end state, DEAD or the sink
-        if lv.long_at.size:
+        if lv.long_ids:
             starts = st.take(lv.long_node)
             live = np.flatnonzero((starts != sink) & (starts != DEAD)).tolist()
             if live:
-                at_, end_st, rest_g = self._walk_tail(dfa, lv, starts[live].tolist(), live)
-                ends[lv.long_at[at_]] = end_st
+                ids = [lv.long_ids[i] for i in live]
+                rest_t, rest_s, rest_g = self._walk_scalar(dfa, starts[live].tolist(), ids, [lv.depth] * len(ids),
+                                                           [lv.run_from[i] for i in live])
+                ends[np.searchsorted(lv.ids_sorted, rest_t)] = rest_s
                 _add_groups(groups, rest_g, tr.ids_np.dtype)
         # the tokens ending inside the lexeme (state neither DEAD = 0 nor the sink), sorted by id
         keep = np.flatnonzero((ends - 1).view(np.uint32) < np.uint32(sink - 1))
         return WalkNode(lv.ids_sorted[keep], ends[keep], groups, {})
-
-    def _walk_tail(self, dfa: LexerDFA, lv: _TrieLevels, starts: list[int], which: list[int]
-                   ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
-        """:meth:`_walk_scalar` of the longer tokens ``which`` (indices into ``lv.long_ids``) from
-        byte ``lv.depth`` on, each from its state in ``starts``: (the indices that end inside the
-        lexeme, their states, fork -> (tokens, offsets)).  Where the rest of a token repeats one byte
-        that leaves a fork-free state unchanged, the token ends in that state without stepping on."""
-        rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
-        at: list[int] = []
-        end_s: list[int] = []
-        grp: dict[int, tuple[list[int], list[int]]] = {}
-        first = lv.depth
-        for s, i in zip(starts, which):
-            data = lv.long_data[i]
-            last = len(data) - 1
-            run, rb = lv.run_from[i], data[-1]
-            for p in range(first, last + 1):
-                s = rows[s][data[p]]
-                if s == DEAD:
-                    break
-                if p == last:
-                    at.append(i)
-                    end_s.append(s)
-                    break
-                f = forks[s]
-                if f >= 0:
-                    if ok_byte[f][data[p + 1]]:
-                        g = grp.get(f)
-                        if g is None:
-                            g = grp[f] = ([], [])
-                        g[0].append(lv.long_ids[i])
-                        g[1].append(p + 1)
-                elif p + 1 >= run and rows[s][rb] == s:  # the rest is rb again and again: s stays
-                    at.append(i)
-                    end_s.append(s)
-                    break
-        return at, end_s, grp
 
     def _trie(self) -> _VocabTrie:
         """The vocabulary's content tokens in byte order (:class:`_VocabTrie`, one per process and vocabulary)."""
@@ -1228,18 +1193,25 @@ class CompiledGrammar:
                   for f, (ts, os_) in sorted(grp.items())}
         return WalkNode(np.asarray(end_t, dtype=np.int32), np.asarray(end_s, dtype=np.int32), groups, {})
 
-    def _walk_scalar(self, dfa: LexerDFA, starts: list[int], toks: list[int], offs: list[int]
+    def _walk_scalar(self, dfa: LexerDFA, starts: list[int], toks: list[int], offs: list[int],
+                     runs: list[int] | None = None
                      ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
         """Step each token ``toks[i]`` from state ``starts[i]`` at byte ``offs[i]`` on ``dfa.rows``:
-        (ending tokens, their states, fork -> (tokens, next-lexeme offsets))."""
+        (ending tokens, their states, fork -> (tokens, next-lexeme offsets)).
+
+        ``runs[i]`` (optional): from which byte on token ``i`` repeats its last byte; once the rest is
+        that byte and it leaves a fork-free state unchanged, the token ends there without stepping on
+        (a run of spaces inside a string)."""
         rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
         tokens = self.vocab.tokens
         end_t: list[int] = []
         end_s: list[int] = []
         grp: dict[int, tuple[list[int], list[int]]] = {}
-        for s, t, o in zip(starts, toks, offs):
+        for k, (s, t, o) in enumerate(zip(starts, toks, offs)):
             data = cast(bytes, tokens[t])
             last = len(data) - 1
+            run = runs[k] if runs is not None else last + 1  # (past the end: never skip)
+            rb = data[-1]
             for p in range(o, last + 1):
                 s = rows[s][data[p]]
                 if s == DEAD:
@@ -1249,12 +1221,17 @@ class CompiledGrammar:
                     end_s.append(s)
                     break
                 f = forks[s]
-                if f >= 0 and ok_byte[f][data[p + 1]]:
-                    g = grp.get(f)
-                    if g is None:
-                        g = grp[f] = ([], [])
-                    g[0].append(t)
-                    g[1].append(p + 1)
+                if f >= 0:
+                    if ok_byte[f][data[p + 1]]:
+                        g = grp.get(f)
+                        if g is None:
+                            g = grp[f] = ([], [])
+                        g[0].append(t)
+                        g[1].append(p + 1)
+                elif p + 1 >= run and rows[s][rb] == s:  # the rest is rb again and again: s stays
+                    end_t.append(t)
+                    end_s.append(s)
+                    break
         return end_t, end_s, grp
 
     # ------------------------------------------------------------------------------------ masks
@@ -1668,21 +1645,22 @@ class _TrieLevels:
 
     Tokens are taken in the byte order of :class:`_VocabTrie` (positions ``0..n-1``), where the
     tokens below a node (those that have its prefix) are a contiguous range.  Node ``j`` of depth
-    ``p`` (a prefix of ``p + 1`` bytes) is global node ``off[p] + j``.
+    ``p`` (a prefix of ``p + 1`` bytes) is global node ``j`` plus the number of nodes above depth ``p``.
 
     Attributes:
-        depth: the number of depths walked level by level (the first with at most
-            :data:`TAIL_NODES` nodes, or the longest token).
+        depth: the number of depths walked level by level (up to and including the first with at
+            most :data:`TAIL_NODES` nodes, or to the longest token).
         byte: ``depth`` arrays ``(n_p,)`` int32, each node's last byte.
         parent: ``depth`` arrays ``(n_p,)`` int32, the global index of each node's parent (depth 0:
             unused, the walk's start state is the parent).
         cont: ``depth`` arrays ``(c_p,)`` int32, the nodes (local index) with tokens below them that
             are longer than the prefix, with ``cont_lo`` / ``cont_hi`` ``(c_p,)`` int64 their range
             of such tokens (positions): a lexeme closing at the node's state passes those tokens.
-        short: ``(s,)`` int64 positions of the tokens of at most ``depth`` bytes, and ``short_node``
-            ``(s,)`` int64 the global node where each ends.
-        long: ``(l,)`` int64 positions of the longer tokens, and ``long_node`` ``(l,)`` int64 their
-            node at depth ``depth - 1`` (where the scalar walk takes over at byte ``depth``).
+        ids_sorted: ``(content,)`` int32 the content tokens by id, and ``id_node`` ``(content,)`` int64
+            the global node where each ends (``n_nodes``, a scratch entry, for the longer ones).
+        long_ids: the tokens longer than ``depth`` bytes (by id), ``long_node`` ``(l,)`` int64 their
+            node at depth ``depth - 1`` (the scalar walk takes over at byte ``depth``), and
+            ``run_from`` from which byte on each repeats its last byte.
         n_nodes: global nodes in the walked depths.
     """
 
@@ -1739,13 +1717,11 @@ class _TrieLevels:
         is_long = lens[by_id] > depth
         self.id_node = np.where(is_long, off, end_node[by_id])
         long = by_id[is_long]  # the longer tokens (positions in byte order), by id
-        self.long_at = np.flatnonzero(is_long)
         self.long_node = node_of[long]
         self.long_ids: list[int] = trie.ids_np[long].tolist()
         # from which byte on each longer token repeats its last byte (runs of spaces, dashes, ...)
-        self.long_data: list[bytes] = [cast(bytes, tokens[t]) for t in self.long_ids]
         self.run_from: list[int] = []
-        for data in self.long_data:
+        for data in (cast(bytes, tokens[t]) for t in self.long_ids):
             k = len(data) - 1
             while k > 0 and data[k - 1] == data[-1]:
                 k -= 1
