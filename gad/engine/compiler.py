@@ -1072,8 +1072,11 @@ class CompiledGrammar:
         extra = self._first_tokens(differs & (dfa.table[d] != DEAD))
         part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32)) if extra.size else None
         if base.end_tok.size > self._dense_min:  # wide: one dense array, merged in place
-            dense = np.zeros(self.vocab_size, dtype=np.int32)
-            dense[base.end_tok] = base.end_state
+            if base.dense_end is not None:  # (a copy costs less than a scatter of the whole set)
+                dense = base.dense_end.astype(np.int32, copy=True)
+            else:
+                dense = np.zeros(self.vocab_size, dtype=np.int32)
+                dense[base.end_tok] = base.end_state
             dense[gone] = DEAD
             if part is not None and part.end_tok.size:
                 dense[part.end_tok] = part.end_state

@@ -203,7 +203,7 @@ def test_first_byte_selection_equals_a_mask_over_the_vocabulary(smollm2_tokenize
 def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> None:
     cg = _compiled(which, smollm2_tokenizer)
     rng = np.random.default_rng(0)
-    checked = derived = 0
+    checked = derived = dense_refs = 0
     for cid in range(len(cg._ctx_specs))[:12]:
         states = _states(cg, cid, 12)
         for d in states:
@@ -215,8 +215,17 @@ def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> 
                 got = cg._derived_root_walk(cid, d, int(ref))
                 assert _as_sets(got) == want, (cid, d, ref)
                 derived += 1
+                base = cg.root(cid, int(ref))
+                if base.end_tok.size > cg._dense_min and base.dense_end is None:
+                    # ... also once a mask has given the reference its dense array (copied, not rebuilt)
+                    base.dense_end = np.zeros(cg.vocab_size, dtype=np.int32)
+                    base.dense_end[base.end_tok] = base.end_state
+                    assert _as_sets(cg._derived_root_walk(cid, d, int(ref))) == want, (cid, d, ref)
+                    assert np.array_equal(base.dense_end[base.end_tok], base.end_state)  # left intact
+                    assert np.count_nonzero(base.dense_end) == base.end_tok.size
+                    dense_refs += 1
             checked += 1
-    assert checked > 20 and derived > 20
+    assert checked > 20 and derived > 20 and dense_refs > 0
 
 
 def test_keys_prefixes_pick_a_reference_and_mask_as_before(smollm2_tokenizer) -> None:
