@@ -35,7 +35,7 @@ from typing import Any, cast
 import lark
 import numpy as np
 
-from gad.engine import cachefile
+from gad.engine import cachefile, kernels
 from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
 from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
@@ -727,6 +727,13 @@ class CompiledGrammar:
         with the next lexeme's offset, unless that byte already fires the fork's guard."""
         self.stats["walks"] += 1
         tr = self._trie()
+        if kernels.ENABLED:  # compiled: one pass over the trie's nodes, one over the tokens
+            end_tok, end_state, dense, end_states, groups = kernels.walk_vocabulary(
+                dfa, d, tr.nodes(self.vocab_size), self._dense_min)
+            node = WalkNode(end_tok, end_state, groups, {})
+            if dense is not None:  # what _fill would build on first use
+                node.dense_end, node.end_states, node.dense_any = dense, end_states, dense != DEAD
+            return node
         lv = tr.levels(self.vocab.tokens)
         flat, fork_id = dfa.flat_sink, dfa.fork_id
         sink = dfa.n_states
@@ -1142,6 +1149,9 @@ class CompiledGrammar:
         dfa = self.ctx(cid)
         if tok.size <= FEW_WALK_TOKENS:
             return self._walk_few(dfa, d, tok, off)
+        if kernels.ENABLED:  # compiled: each token byte by byte
+            end_tok, end_state, groups = kernels.walk_tokens(dfa, d, self._bytes, self._lens, tok, off)
+            return WalkNode(end_tok, end_state, groups, {})
         table, fork_id = dfa.table, dfa.fork_id
         lens = self._lens[tok]
         st = np.full(tok.size, d, dtype=np.int32)
@@ -1296,7 +1306,12 @@ class CompiledGrammar:
                 if ok_end.all():
                     m |= node.dense_any
                 elif ok_end.any():
-                    m |= ok[node.dense_end]
+                    if kernels.ENABLED:
+                        kernels.fill(m, ok, node.end_tok, node.end_state, node.dense_end)
+                    else:
+                        m |= ok[node.dense_end]
+            elif kernels.ENABLED:
+                kernels.fill(m, ok, node.end_tok, node.end_state, None)
             else:
                 m[node.end_tok[ok[node.end_state]]] = True
         if not node.groups:
@@ -1627,6 +1642,13 @@ class _VocabTrie:
         self.lex_pos = np.full(mat.shape[0], -1, dtype=np.int32)  # (vocab,) position in the order, -1: none
         self.lex_pos[self.ids_np] = np.arange(order.size, dtype=np.int32)
         self._levels: _TrieLevels | None = None
+        self._nodes: kernels.TrieNodes | None = None
+
+    def nodes(self, vocab_size: int) -> kernels.TrieNodes:
+        """The trie node by node for the compiled walks (:class:`gad.engine.kernels.TrieNodes`), built on first use."""
+        if self._nodes is None:
+            self._nodes = kernels.TrieNodes(self.ids_np, np.asarray(self.lens, dtype=np.int64), self.cols_np, vocab_size)
+        return self._nodes
 
     def levels(self, tokens: Sequence[bytes | None]) -> _TrieLevels:
         """The trie by depth (:class:`_TrieLevels`; ``tokens``: the vocabulary's bytes by id), built on first use."""

@@ -398,6 +398,9 @@ class LexerDFA:
         table: ``(n_states, 256)`` int32 transition table; state 0 is dead, 1 the empty lexeme with
             no guard; :meth:`start_for` adds the empty lexeme under a guard (states grow on demand).
         fork_id: ``(n_states + 1,)`` int32 index into ``forks`` or -1 (the extra entry: the sink).
+        fork_ok_byte: per fork, ``(256,)`` bool: the bytes after which its guard has not fired (a
+            lexeme closed there may be followed by them); ``fork_ok``: the same as one
+            ``(n_forks, 256)`` bool matrix.
         is_start: ``(n_states,)`` bool, the empty lexeme (under some guard).
         reach: per state, a bit set (Python int) of the winners of the forks reachable from it.
         reach_group / reach_values: states grouped by identical ``reach`` sets (vectorised checks).
@@ -412,6 +415,7 @@ class LexerDFA:
     """
 
     table: np.ndarray  # (states, 256) int32 byte transitions, grown lazily
+    fork_ok: np.ndarray  # (forks, 256) bool
     serial: int  # process-wide number of a shared automaton (gad.engine.compiler), 0 otherwise
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
     is_start: np.ndarray  # (states,) bool
@@ -846,6 +850,11 @@ class LexerDFA:
         self.flat_sink = sink_rows.ravel()
         self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
         self.fork_list = self._fork_list
+        have = self.fork_ok.shape[0] if old else 0
+        if not old or len(self.fork_ok_byte) > have:
+            more = self.fork_ok_byte[have:]
+            add = np.stack(more) if more else np.zeros((0, 256), dtype=bool)
+            self.fork_ok = np.vstack([self.fork_ok, add]) if old else add
         init = tuple(t.fsm.initial for t in self.terms)
         starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
         self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \

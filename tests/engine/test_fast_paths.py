@@ -6,8 +6,8 @@
   same state keep the reference's ends and forks, and only the others are walked.  Every derived
   walk is compared, token by token and fork by fork, with a plain walk of the whole vocabulary
   from ``d`` (:meth:`CompiledGrammar._walk`), on the real SmolLM2 vocabulary.
-* The vectorised walks of a token set (and of the whole vocabulary) equal a scalar walk of each
-  token, byte by byte, on the automaton's rows (ends, and forks passed with the next byte not
+* The vectorised walks of a token set (and of the whole vocabulary), compiled
+  (:mod:`gad.engine.kernels`) and in numpy, equal a scalar walk of each token, byte by byte, on the automaton's rows (ends, and forks passed with the next byte not
   firing the fork's guard); so does the depth-first walk of the vocabulary's byte trie
   (:meth:`CompiledGrammar._trie_walk`), which gives up past its budget of live trie nodes, and the
   selection of tokens by first byte (:meth:`CompiledGrammar._first_tokens`).
@@ -18,11 +18,14 @@
 
 from __future__ import annotations
 
+import os
+
 import lark
 import numpy as np
 import pytest
 
 import gad
+from gad.engine import kernels
 from gad.engine.compiler import CompiledGrammar, WalkNode
 from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton
 from gad.engine.vocab import Vocabulary
@@ -78,8 +81,22 @@ def _scalar_walk(cg: CompiledGrammar, cid: int, d: int, tok: np.ndarray,
     return ends, forks
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def walks(request, monkeypatch) -> str:
+    """Run a test with the compiled walks (gad.engine.kernels) and again with the numpy ones."""
+    monkeypatch.setattr(kernels, "ENABLED", request.param == "compiled")
+    return request.param
+
+
+def test_the_compiled_walks_are_in_use() -> None:
+    """The test environment has numba (a dependency): the compiled walks are what the suite checks
+    (with GAD_KERNELS=0 the engine keeps its numpy walks, checked below as well)."""
+    assert kernels.AVAILABLE
+    assert kernels.ENABLED == (os.environ.get("GAD_KERNELS", "1") != "0")
+
+
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
-def test_vectorised_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+def test_vectorised_walks_equal_scalar_walks(which: str, walks: str, smollm2_tokenizer) -> None:
     cg = _compiled(which, smollm2_tokenizer)
     rng = np.random.default_rng(1)
     checked = 0
@@ -101,7 +118,7 @@ BOUNDED = {"type": "object", "properties": {"name": {"type": "string", "maxLengt
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "bounded"])
-def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, walks: str, smollm2_tokenizer) -> None:
     """The whole-vocabulary walk down the byte trie by depth (:meth:`CompiledGrammar._level_walk`,
     the longer tokens one by one, runs of one byte that leave a state unchanged skipped) equals a
     scalar walk of every token: inside plain strings (whose states loop on a run of spaces), in
@@ -113,8 +130,8 @@ def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, smollm2_to
     content = cg._content
     zeros = np.zeros(content.size, dtype=np.int32)
     lv = cg._trie().levels(cg.vocab.tokens)
-    assert lv.long_ids and lv.depth < int(cg._lens[lv.long_ids].max())  # some tokens go the scalar way
-    tail_alive = 0
+    assert lv.long_ids and lv.depth < int(cg._lens[lv.long_ids].max())  # (numpy) some tokens go the scalar way
+    tail_alive = dense_walks = 0
     for cid in range(len(cg._ctx_specs))[:12]:
         dfa = cg.ctx(cid)
         for d in _states(cg, cid, 5):
@@ -122,8 +139,15 @@ def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, smollm2_to
             assert np.all(np.diff(got.end_tok) > 0)  # sorted by token id
             want = _scalar_walk(cg, cid, d, content, zeros)
             assert _as_sets(got) == want, (cid, d)
+            if got.dense_end is not None:  # (the compiled walk hands _fill its dense arrays ready)
+                assert np.array_equal(np.flatnonzero(got.dense_end), got.end_tok)
+                assert np.array_equal(got.dense_end[got.end_tok], got.end_state)
+                assert np.array_equal(got.end_states, np.unique(got.end_state))
+                assert got.dense_any is not None and np.array_equal(got.dense_any, got.dense_end != DEAD)
+                dense_walks += 1
             tail_alive += sum(1 for t in lv.long_ids if t in want[0])
     assert tail_alive > 0
+    assert (dense_walks > 0) == (walks == "compiled")
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
@@ -216,10 +240,12 @@ def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> 
                 assert _as_sets(got) == want, (cid, d, ref)
                 derived += 1
                 base = cg.root(cid, int(ref))
-                if base.end_tok.size > cg._dense_min and base.dense_end is None:
-                    # ... also once a mask has given the reference its dense array (copied, not rebuilt)
-                    base.dense_end = np.zeros(cg.vocab_size, dtype=np.int32)
-                    base.dense_end[base.end_tok] = base.end_state
+                if base.end_tok.size > cg._dense_min:
+                    # ... also from a reference holding its dense array (a mask's, or the compiled
+                    # walk's own): copied, not rebuilt, and left intact
+                    if base.dense_end is None:
+                        base.dense_end = np.zeros(cg.vocab_size, dtype=np.int32)
+                        base.dense_end[base.end_tok] = base.end_state
                     assert _as_sets(cg._derived_root_walk(cid, d, int(ref))) == want, (cid, d, ref)
                     assert np.array_equal(base.dense_end[base.end_tok], base.end_state)  # left intact
                     assert np.count_nonzero(base.dense_end) == base.end_tok.size

@@ -1,0 +1,293 @@
+"""Compiled loops of the token walks (numba): a lexer automaton run over the vocabulary's byte trie,
+or over a set of tokens from given byte offsets.
+
+These are the engine's hot loops on a state no mask has reached before: a whole-vocabulary walk
+in numpy costs one pass of ~15 array operations per depth of the trie (milliseconds on 49k tokens);
+the same walk compiled costs a few nanoseconds per trie node.  Each function returns exactly what
+the numpy walk of :class:`gad.engine.compiler.CompiledGrammar` it replaces returns (tested equal,
+token by token and fork by fork, against a scalar walk in ``tests/engine/test_fast_paths.py``).
+
+numba is a dependency of gad; where it cannot be imported (a venv installed with ``--no-deps``),
+:data:`AVAILABLE` is False and the engine keeps its numpy walks.  ``GAD_KERNELS=0`` turns the
+compiled walks off as well (for comparisons; masks are the same either way).  Compiled code is
+cached by numba beside this file (or in numba's user cache folder), like Python's own bytecode.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+try:  # pragma: no cover - exercised by the import itself
+    from numba import njit
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover - numba is a dependency; a --no-deps venv may lack it
+    AVAILABLE = False
+
+#: whether the engine uses the compiled walks (numba importable and ``GAD_KERNELS`` not ``0``)
+ENABLED = AVAILABLE and os.environ.get("GAD_KERNELS", "1") != "0"
+
+
+def _jit(fn: Any) -> Any:
+    return njit(cache=True, nogil=True)(fn) if AVAILABLE else fn
+
+
+# ----------------------------------------------------------------------------------- the byte trie
+@_jit
+def _bfs_nodes(lens: np.ndarray, lcp: np.ndarray, cols: np.ndarray, n_nodes: int, width: int
+               ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    # nodes in preorder first (each token opens the nodes of its bytes past the prefix it shares with
+    # the token before it), with each node's depth, parent and token ranges
+    byte = np.empty(n_nodes, np.uint8)
+    depth = np.empty(n_nodes, np.int32)
+    parent = np.empty(n_nodes, np.int64)
+    lo = np.empty(n_nodes, np.int32)
+    mid = np.empty(n_nodes, np.int32)
+    hi = np.empty(n_nodes, np.int32)
+    end_node = np.empty(lens.size, np.int64)
+    path = np.full(width + 1, -1, np.int64)  # the open node at each depth
+    n = lens.size
+    j = 0
+    for i in range(n):
+        start = lcp[i] if i else 0
+        for k in range(start, width + 1):  # nodes deeper than the shared prefix close before token i
+            q = path[k]
+            if q < 0:
+                break
+            hi[q] = i
+            path[k] = -1
+        for k in range(start, lens[i]):
+            byte[j] = cols[k, i]
+            depth[j] = k
+            parent[j] = path[k - 1] if k else -1
+            lo[j] = i
+            mid[j] = i
+            path[k] = j
+            j += 1
+        end_node[i] = path[lens[i] - 1]
+        mid[end_node[i]] = i + 1  # token i ends at its last node (repeated tokens: a range)
+    for k in range(width + 1):
+        if path[k] >= 0:
+            hi[path[k]] = n
+    return byte, depth, parent, lo, mid, hi, end_node
+
+
+class TrieNodes:
+    """The vocabulary's byte trie, node by node in breadth-first order (every parent before its
+    children, so that one pass computes each node's state from its parent's).
+
+    Tokens are taken in the byte order of ``gad.engine.compiler._VocabTrie`` (positions ``0..n-1``):
+    the tokens below a node are a contiguous range of positions.
+
+    Attributes:
+        byte: ``(m,)`` uint8 each node's last byte; ``parent``: ``(m,)`` int64 its parent's index
+            (-1 at depth 0).
+        tok_node: ``(vocab,)`` int64 the node each token id ends at (``m`` for a token not walked:
+            EOS, empty).
+        cont: ``(c,)`` int64 the nodes some tokens go on past, with ``cont_depth`` ``(c,)`` int32 their
+            depth (0: one byte) and ``mid`` / ``hi`` ``(c,)`` int32 the positions of those tokens.
+        ids: ``(n,)`` int32 token id at each position; ``cols``: ``(width + 1, n)`` uint8 the byte at
+            each depth of each token (0 past its end).
+        n_bytes: the bytes of all tokens together (a bound on fork entries of a walk).
+    """
+
+    def __init__(self, ids: np.ndarray, lens: np.ndarray, cols: np.ndarray, vocab_size: int) -> None:
+        n = lens.size
+        lens64 = lens.astype(np.int64)
+        lcp = np.zeros(n, dtype=np.int64)  # bytes each token shares with the one before it
+        same = np.arange(1, n)
+        for k in range(cols.shape[0]):
+            if not same.size:
+                break
+            same = same[cols[k, same] == cols[k, same - 1]]
+            lcp[same] += 1
+        if n:
+            lcp[1:] = np.minimum(lcp[1:], np.minimum(lens64[1:], lens64[:-1]))
+        m = int(lens64.sum() - lcp[1:].sum()) if n else 0
+        width = int(lens64.max()) if n else 0
+        byte, depth, parent, lo, mid, hi, end_node = _bfs_nodes(lens64, lcp, cols, m, width)
+        order = np.argsort(depth, kind="stable")  # breadth-first, each depth in byte order
+        inv = np.empty(m + 1, dtype=np.int64)
+        inv[order] = np.arange(m)
+        inv[m] = -1  # (parent -1 stays -1)
+        self.byte = np.ascontiguousarray(byte[order])
+        self.parent = np.ascontiguousarray(inv[parent[order]])
+        self.tok_node = np.full(vocab_size, m, dtype=np.int64)
+        self.tok_node[ids] = inv[end_node]
+        goes_on = mid[order] < hi[order]
+        self.cont = np.flatnonzero(goes_on).astype(np.int64)
+        self.cont_depth = np.ascontiguousarray(depth[order][goes_on])
+        self.mid = np.ascontiguousarray(mid[order][goes_on])
+        self.hi = np.ascontiguousarray(hi[order][goes_on])
+        self.ids = np.ascontiguousarray(ids, dtype=np.int32)
+        self.cols = np.ascontiguousarray(cols)
+        self.n_bytes = int(lens64.sum())
+        self._scratch: tuple[np.ndarray, ...] | None = None
+
+    def scratch(self) -> tuple[np.ndarray, ...]:
+        """Reused buffers of a walk, all int32: node states ``(m + 1,)``; fork entries (fork, token,
+        offset), each ``(n_bytes,)``; end states by token id, ending tokens and their states, each
+        ``(vocab,)`` (one set per trie: its callers hold the GIL, so walks never overlap)."""
+        if self._scratch is None:
+            m, v = self.byte.size, self.tok_node.size
+            self._scratch = (np.empty(m + 1, np.int32), *(np.empty(self.n_bytes, np.int32) for _ in range(3)),
+                             *(np.empty(v, np.int32) for _ in range(3)))
+        return self._scratch
+
+
+@_jit
+def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int, sink: int,
+               byte: np.ndarray, parent: np.ndarray, tok_node: np.ndarray, cont: np.ndarray,
+               cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, ids: np.ndarray, cols: np.ndarray,
+               st: np.ndarray, dense: np.ndarray, out_t: np.ndarray, out_s: np.ndarray, seen: np.ndarray,
+               gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> tuple[int, int]:  # pragma: no cover - compiled
+    # three passes, the first two without unpredictable branches: every node's state (its parent's is
+    # known: breadth-first order), every token's end state by id, then the nodes tokens go on past
+    m = byte.size
+    for i in range(m):
+        p = parent[i]
+        s0 = d if p < 0 else st[p]
+        st[i] = flat[(s0 << 8) | byte[i]]  # the dead state moves to the sink, the sink stays
+    st[m] = sink  # (the node of the tokens not walked)
+    ne = 0
+    for t in range(tok_node.size):
+        s = st[tok_node[t]]
+        v = s if s != sink else 0
+        dense[t] = v
+        seen[v] = True
+        out_t[ne] = t
+        out_s[ne] = v
+        ne += v != 0
+    ng = 0
+    for j in range(cont.size):
+        s = st[cont[j]]
+        if s == sink:
+            continue
+        f = fork_id[s]
+        if f >= 0:
+            k1 = cont_depth[j] + 1
+            for a in range(mid[j], hi[j]):
+                if ok_byte[f, cols[k1, a]]:
+                    gf[ng] = f
+                    gt[ng] = ids[a]
+                    go[ng] = k1
+                    ng += 1
+    return ne, ng
+
+
+@_jit
+def _token_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int,
+                mat: np.ndarray, lens: np.ndarray, tok: np.ndarray, off: np.ndarray,
+                out_t: np.ndarray, out_s: np.ndarray, gf: np.ndarray, gt: np.ndarray, go: np.ndarray
+                ) -> tuple[int, int]:  # pragma: no cover - compiled
+    ne = 0
+    ng = 0
+    for j in range(tok.size):
+        t = tok[j]
+        last = lens[t] - 1
+        s = d
+        for p in range(off[j], last + 1):
+            s = flat[(s << 8) | mat[t, p]]
+            if s == 0:
+                break
+            if p == last:
+                out_t[ne] = t
+                out_s[ne] = s
+                ne += 1
+                break
+            f = fork_id[s]
+            if f >= 0 and ok_byte[f, mat[t, p + 1]]:
+                if ng == gf.size:
+                    return ne, -1
+                gf[ng] = f
+                gt[ng] = t
+                go[ng] = p + 1
+                ng += 1
+    return ne, ng
+
+
+# ------------------------------------------------------------------------------ the engine's calls
+def _groups(gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Fork id -> (tokens, offsets) from parallel entry arrays, each fork's entries in walk order."""
+    if not gf.size:
+        return {}
+    order = np.argsort(gf, kind="stable")
+    f, t, o = gf[order], gt[order], go[order]
+    cuts = np.flatnonzero(f[1:] != f[:-1]) + 1
+    lo = [0, *cuts.tolist()]
+    hi = [*cuts.tolist(), f.size]
+    return {int(f[a]): (t[a:b].copy(), o[a:b].copy()) for a, b in zip(lo, hi)}
+
+
+def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray,
+                               dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Every content token of the trie walked from state ``d`` of lexer automaton ``dfa``.
+
+    Returns ``(end_tok, end_state, dense, end_states, groups)``: the tokens ending inside the lexeme
+    ``(k,)`` int32 sorted by id, with their states ``(k,)`` int32; the same as ``(vocab,)`` int32 end
+    states by token id (0: none) when ``k > dense_over``, else None; the distinct end states, sorted
+    ``(e,)`` int32; and fork id -> ``(tokens, offsets)`` int32 of the tokens passing that fork before
+    their last byte (offset: where the next lexeme starts), unless that byte fires the fork's guard."""
+    st, gf, gt, go, dense, out_t, out_s = nodes.scratch()
+    seen = np.zeros(dfa.n_states + 1, dtype=bool)
+    ne, ng = _trie_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, dfa.n_states, nodes.byte, nodes.parent,
+                        nodes.tok_node, nodes.cont, nodes.cont_depth, nodes.mid, nodes.hi, nodes.ids, nodes.cols,
+                        st, dense, out_t, out_s, seen, gf, gt, go)
+    seen[0] = False
+    return (out_t[:ne].copy(), out_s[:ne].copy(), dense.copy() if ne > dense_over else None,
+            np.flatnonzero(seen).astype(np.int32), _groups(gf[:ng], gt[:ng], go[:ng]))
+
+
+def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.ndarray, off: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Tokens ``tok`` ``(n,)`` walked from state ``d`` of ``dfa``, each from byte ``off`` ``(n,)`` on
+    (``mat``: ``(vocab, width)`` uint8 token bytes, ``lens``: ``(vocab,)`` their lengths).
+
+    Returns ``(end_tok, end_state, groups)``: the tokens ending inside the lexeme, in ``tok``'s order,
+    with their states, and fork id -> ``(tokens, offsets)`` as :func:`walk_vocabulary`."""
+    tok32 = np.ascontiguousarray(tok, dtype=np.int32)
+    off32 = np.ascontiguousarray(off, dtype=np.int32)
+    n = tok32.size
+    out_t = np.empty(n, dtype=np.int32)
+    out_s = np.empty(n, dtype=np.int32)
+    cap = max(64, 2 * n)
+    while True:
+        gf = np.empty(cap, dtype=np.int32)
+        gt = np.empty(cap, dtype=np.int32)
+        go = np.empty(cap, dtype=np.int32)
+        ne, ng = _token_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, mat, lens, tok32, off32,
+                             out_t, out_s, gf, gt, go)
+        if ng >= 0:
+            break
+        cap = int(lens[tok32].sum()) + 1 if n else 1  # (a bound: one entry per byte at most)
+    return out_t[:ne].copy(), out_s[:ne].copy(), _groups(gf[:ng], gt[:ng], go[:ng])
+
+
+@_jit
+def _fill_dense(m: np.ndarray, ok: np.ndarray, dense: np.ndarray) -> None:  # pragma: no cover - compiled
+    for t in range(dense.size):
+        if ok[dense[t]]:
+            m[t] = True
+
+
+@_jit
+def _fill_sparse(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray
+                 ) -> None:  # pragma: no cover - compiled
+    for i in range(end_tok.size):
+        if ok[end_state[i]]:
+            m[end_tok[i]] = True
+
+
+def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray,
+         dense: np.ndarray | None) -> None:
+    """Set ``m[t]`` ``(vocab,)`` bool for every token ``t`` ending in a state ``s`` with ``ok[s]``
+    (``ok``: ``(n_states,)`` bool, False at the dead state 0): from ``dense`` ``(vocab,)`` int32 end
+    states by token id when given, else from ``end_tok`` / ``end_state`` ``(k,)`` int32."""
+    if dense is not None:
+        _fill_dense(m, ok, dense)
+    else:
+        _fill_sparse(m, ok, end_tok, end_state)
