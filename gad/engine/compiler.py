@@ -344,6 +344,15 @@ class CompiledGrammar:
                                 self.ctx(ncid).start_for(guard)
         return self
 
+    def build_automata(self) -> CompiledGrammar:
+        """Build the lexer automaton of every context the parser can reach now, and no token walk
+        (``gad.compile(..., warm="automata")``): the first mask of a new lexer context then walks
+        tokens only.  Automata shared across grammars (``share=True``) are taken from the process-wide
+        store when another grammar built them.  Returns ``self``."""
+        for cid in sorted(set(self.state_ctx.values())):
+            self.ctx(cid)
+        return self
+
     def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
         """Walk ahead the tokens that close a lexeme mid-token, for every context that can follow."""
         if depth == 0:
@@ -1487,7 +1496,7 @@ def default_cache_dir() -> Path:
 
 def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool = None,
             vocab_size: int | None = None, eos_ids: Sequence[int] | None = None,
-            warm: bool | None = None) -> CompiledGrammar:
+            warm: bool | str | None = None) -> CompiledGrammar:
     """Compile ``grammar`` against ``tokenizer``'s vocabulary.
 
     Args:
@@ -1502,22 +1511,30 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
             (:meth:`CompiledGrammar.warm`) and write the disk cache (build once: grammar files and
             shipped grammars); ``False``: build them lazily, on the first mask that needs them, and
             write no cache file (serve per request: a schema's first mask comes out in milliseconds).
+            ``"automata"``: lazy, but every lexer automaton is built now
+            (:meth:`CompiledGrammar.build_automata`): a longer first mask, fewer slow masks later.
             Default: lazy for grammars made per request (``Grammar.from_json_schema``,
             ``from_pydantic``, ``from_regex``), warm otherwise.  Masks are the same either way.
     Returns:
         a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
     Raises:
-        gad.errors.GrammarError subclasses for bad grammars; TokenizerError for unusable vocabularies.
+        gad.errors.GrammarError subclasses for bad grammars; TokenizerError for unusable vocabularies;
+        InvalidArgumentError for a ``warm`` other than None, True, False or ``"automata"``.
     """
+    if warm not in (None, True, False, "automata"):
+        raise InvalidArgumentError(f"warm must be None, True, False or 'automata', not {warm!r}")
     lark_obj, gobj, start = _lark_of(grammar)
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
     memo_key = (_grammar_hash(gobj, lark_obj), start, vocab.fingerprint())
     hit = _MEMO.get(memo_key) if cache_dir is not False else None
     if hit is not None:
-        return hit
+        return hit.build_automata() if warm == "automata" else hit
     if warm is None:
         warm = not getattr(gobj, "per_request", False)
-    cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, warm)
+    if warm == "automata":
+        cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, False).build_automata()
+    else:
+        cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, bool(warm))
     if cache_dir is not False:
         _MEMO[memo_key] = cg
     while len(_MEMO) > 8:

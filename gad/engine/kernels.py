@@ -249,8 +249,8 @@ def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.nda
 
     Returns ``(end_tok, end_state, groups)``: the tokens ending inside the lexeme, in ``tok``'s order,
     with their states, and fork id -> ``(tokens, offsets)`` as :func:`walk_vocabulary`."""
-    tok32 = np.ascontiguousarray(tok, dtype=np.int32)
-    off32 = np.ascontiguousarray(off, dtype=np.int32)
+    tok32 = np.array(tok, dtype=np.int32)  # (copies: writable, as load() compiles them)
+    off32 = np.array(off, dtype=np.int32)
     n = tok32.size
     out_t = np.empty(n, dtype=np.int32)
     out_s = np.empty(n, dtype=np.int32)
@@ -291,3 +291,28 @@ def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarr
         _fill_dense(m, ok, dense)
     else:
         _fill_sparse(m, ok, end_tok, end_state)
+
+
+def load() -> None:
+    """Compile (or load from numba's cache) every compiled walk now, on tiny inputs, instead of on
+    the first mask that needs one (a one-off cost per process: ~0.1-1 s, seconds when nothing is
+    cached).  A no-op without numba."""
+    if not AVAILABLE:
+        return
+    i32 = np.zeros(1, dtype=np.int32)
+    i64 = np.zeros(1, dtype=np.int64)
+    flat = np.zeros(512, dtype=np.int32)
+    ok = np.zeros((1, 256), dtype=bool)
+    cols = np.zeros((2, 1), dtype=np.uint8)
+    _bfs_nodes(np.ones(1, dtype=np.int64), i64, cols, 1, 1)
+    _trie_walk(flat, i32, ok, 1, 1, np.zeros(1, dtype=np.uint8), np.full(1, -1, dtype=np.int64), i64, i64,
+               i32, i32, i32, i32, cols, np.zeros(2, dtype=np.int32), i32.copy(), i32.copy(), i32.copy(),
+               np.zeros(2, dtype=bool), i32.copy(), i32.copy(), i32.copy())
+    mat = np.zeros((1, 1), dtype=np.uint8)
+    lens = np.ones(1, dtype=np.int32)
+    mat.setflags(write=False)  # (the engine's vocabulary tables are read-only)
+    lens.setflags(write=False)
+    _token_walk(flat, i32, ok, 1, mat, lens, i32, i32, i32.copy(), i32.copy(), i32.copy(), i32.copy(), i32.copy())
+    m = np.zeros(1, dtype=bool)
+    _fill_dense(m, np.zeros(1, dtype=bool), i32)
+    _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import gad
 from gad.engine import compiler
+from gad.errors import InvalidArgumentError
 from gad.grammar import Grammar
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0},
@@ -69,3 +71,19 @@ def test_a_name_with_another_pattern_gets_a_private_automaton(smollm2_tokenizer)
     mb = cb.matcher()
     assert mb.accept_bytes(b"aac") and mb.is_accepting()
     assert {id(x) for x in ca._dfas if x is not None}.isdisjoint({id(x) for x in cb._dfas if x is not None})
+
+
+def test_automata_built_up_front_give_the_same_masks(smollm2_tokenizer) -> None:
+    """``warm="automata"``: every context's lexer automaton is built by compile (no token walk), and
+    the masks along a record equal the lazy compile's; other values of ``warm`` are refused."""
+    tok = smollm2_tokenizer
+    schema, value = RECORDS[0]
+    g = Grammar.from_json_schema(schema)
+    cg = gad.compile(g, tok, cache_dir=False, warm="automata")
+    used = set(cg.state_ctx.values())
+    assert all(cg._dfas[c] is not None for c in used) and not cg._roots   # automata only
+    ids = tok.encode(json.dumps(value, separators=(",", ":"), ensure_ascii=False), add_special_tokens=False)
+    lazy = gad.compile(g, tok, cache_dir=False)
+    assert all(np.array_equal(a, b) for a, b in zip(_masks_along(cg, ids), _masks_along(lazy, ids)))
+    with pytest.raises(InvalidArgumentError, match="warm"):
+        gad.compile(g, tok, cache_dir=False, warm="eager")
