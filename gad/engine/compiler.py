@@ -614,12 +614,18 @@ class CompiledGrammar:
         """:meth:`_walk` over all content tokens from offset 0 (the whole vocabulary: :meth:`_level_walk`).
 
         Tokens whose first byte is dead from ``d`` take no part (no end state, no fork); when they
-        are most of the vocabulary (inside a key, a keyword, a number), only the others are walked."""
+        are most of the vocabulary (inside a key, a keyword, a number), only the others are walked:
+        with the compiled walks, by one walk of the trie below the live first bytes; in numpy, by a
+        depth-first search of the trie or a walk of those tokens, after looking for a reference state
+        to derive the walk from."""
         dfa = self.ctx(cid)
         if d != START and dfa.is_start[d]:
             return self._derived_root_walk(cid, d, START)
         first_ok = dfa.table[d] != DEAD  # (256,)
         n_cand = int(self._first_hist[first_ok].sum())
+        if kernels.ENABLED and n_cand * 4 < self._content.size:
+            # compiled: the trie below the live first bytes, in less time than finding a reference
+            return self._level_walk(dfa, d)
         ref = None
         if n_cand > FEW_ROOT_TOKENS:  # below: walking the candidates costs less than finding a reference
             ref = self._reference_root(cid, d, min(n_cand, self._content.size // 4))
@@ -727,7 +733,8 @@ class CompiledGrammar:
         return best_ref if best_cost is not None and best_cost < self._content.size // 4 else None
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
-        """The walk of every content token from state ``d``, down the vocabulary's byte trie one
+        """The walk of every content token from state ``d``: compiled (:func:`gad.engine.kernels.walk_vocabulary`,
+        the trie below the first bytes live from ``d``), else down the vocabulary's byte trie one
         depth at a time (:class:`_TrieLevels`: one numpy pass per depth over the distinct prefixes),
         the few tokens longer than the walked depths then one by one (:meth:`_walk_scalar`).
 

@@ -32,7 +32,15 @@ ENABLED = AVAILABLE and os.environ.get("GAD_KERNELS", "1") != "0"
 
 
 def _jit(fn: Any) -> Any:
-    return njit(cache=True, nogil=True)(fn) if AVAILABLE else fn
+    """``fn`` compiled by numba on first call, its machine code cached on disk where numba finds a
+    writable place (beside this file, else its user cache folder); compiled anew in each process
+    where it finds none (numba refuses ``cache=True`` there, at decoration)."""
+    if not AVAILABLE:
+        return fn
+    try:
+        return njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available" (read-only install, no home)
+        return njit(nogil=True)(fn)
 
 
 # ----------------------------------------------------------------------------------- the byte trie
@@ -92,6 +100,9 @@ class TrieNodes:
         ids: ``(n,)`` int32 token id at each position; ``cols``: ``(width + 1, n)`` uint8 the byte at
             each depth of each token (0 past its end).
         n_bytes: the bytes of all tokens together (a bound on fork entries of a walk).
+        node_fb, cont_fb: ``(width + 1, 257)`` int64: at depth ``k``, the nodes (the ``cont`` entries)
+            whose first byte is ``b`` are ``node_fb[k, b]:node_fb[k, b + 1]``; ``pos_fb``: ``(257,)``
+            the same for token positions.
     """
 
     def __init__(self, ids: np.ndarray, lens: np.ndarray, cols: np.ndarray, vocab_size: int) -> None:
@@ -125,56 +136,86 @@ class TrieNodes:
         self.ids = np.ascontiguousarray(ids, dtype=np.int32)
         self.cols = np.ascontiguousarray(cols)
         self.n_bytes = int(lens64.sum())
+        # first-byte ranges: breadth-first order is (depth, prefix) order, so at each depth the nodes
+        # (and the nodes tokens go on past) of one first byte are contiguous, as are the tokens
+        first = cols[0, lo[order]].astype(np.int64)  # each node's first byte
+        bounds = np.arange(width + 1)[:, None] * 256 + np.arange(257)[None, :]  # (width + 1, 257)
+        node_key = depth[order].astype(np.int64) * 256 + first
+        self.node_fb = np.searchsorted(node_key, bounds).astype(np.int64)
+        self.cont_fb = np.searchsorted(node_key[goes_on], bounds).astype(np.int64)
+        self.pos_fb = np.searchsorted(cols[0].astype(np.int64), np.arange(257)).astype(np.int64)
         self._scratch: tuple[np.ndarray, ...] | None = None
 
     def scratch(self) -> tuple[np.ndarray, ...]:
         """Reused buffers of a walk, all int32: node states ``(m + 1,)``; fork entries (fork, token,
-        offset), each ``(n_bytes,)``; end states by token id, ending tokens and their states, each
-        ``(vocab,)`` (one set per trie: its callers hold the GIL, so walks never overlap)."""
+        offset), each ``(n_bytes,)``; ending tokens and their states, each ``(vocab,)`` (one set per
+        trie: its callers hold the GIL, so walks never overlap)."""
         if self._scratch is None:
             m, v = self.byte.size, self.tok_node.size
             self._scratch = (np.empty(m + 1, np.int32), *(np.empty(self.n_bytes, np.int32) for _ in range(3)),
-                             *(np.empty(v, np.int32) for _ in range(3)))
+                             *(np.empty(v, np.int32) for _ in range(2)))
         return self._scratch
 
 
 @_jit
 def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int, sink: int,
-               byte: np.ndarray, parent: np.ndarray, tok_node: np.ndarray, cont: np.ndarray,
-               cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, ids: np.ndarray, cols: np.ndarray,
-               st: np.ndarray, dense: np.ndarray, out_t: np.ndarray, out_s: np.ndarray, seen: np.ndarray,
+               live: np.ndarray, byte: np.ndarray, parent: np.ndarray, node_fb: np.ndarray,
+               ids: np.ndarray, pos_fb: np.ndarray, tok_node: np.ndarray, cont: np.ndarray, cont_fb: np.ndarray,
+               cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, cols: np.ndarray, st: np.ndarray,
+               dense: np.ndarray, out_t: np.ndarray, out_s: np.ndarray, seen: np.ndarray,
                gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> tuple[int, int]:  # pragma: no cover - compiled
-    # three passes, the first two without unpredictable branches: every node's state (its parent's is
-    # known: breadth-first order), every token's end state by id, then the nodes tokens go on past
-    m = byte.size
-    for i in range(m):
-        p = parent[i]
-        s0 = d if p < 0 else st[p]
-        st[i] = flat[(s0 << 8) | byte[i]]  # the dead state moves to the sink, the sink stays
-    st[m] = sink  # (the node of the tokens not walked)
+    # only the subtrees of the first bytes ``live`` from d; in them, three passes, the first two without
+    # unpredictable branches: every node's state (its parent's is known: breadth-first order), every
+    # token's end state, then the nodes tokens go on past.  The ending tokens come out sorted by id:
+    # through ``dense`` (by id, zero elsewhere; its size > 1) or, for few tokens, sorted at the end.
+    for k in range(node_fb.shape[0]):
+        for b in live:
+            for i in range(node_fb[k, b], node_fb[k, b + 1]):
+                p = parent[i]
+                s0 = d if p < 0 else st[p]
+                st[i] = flat[(s0 << 8) | byte[i]]  # the dead state moves to the sink, the sink stays
     ne = 0
-    for t in range(tok_node.size):
-        s = st[tok_node[t]]
-        v = s if s != sink else 0
-        dense[t] = v
-        seen[v] = True
-        out_t[ne] = t
-        out_s[ne] = v
-        ne += v != 0
+    if dense.size > 1:
+        for b in live:
+            for a in range(pos_fb[b], pos_fb[b + 1]):
+                s = st[tok_node[ids[a]]]
+                dense[ids[a]] = s if s != sink else 0
+        for t in range(dense.size):
+            v = dense[t]
+            seen[v] = True
+            out_t[ne] = t
+            out_s[ne] = v
+            ne += v != 0
+    else:
+        for b in live:
+            for a in range(pos_fb[b], pos_fb[b + 1]):
+                s = st[tok_node[ids[a]]]
+                if s != sink and s != 0:
+                    seen[s] = True
+                    out_t[ne] = ids[a]
+                    out_s[ne] = s
+                    ne += 1
+        order = np.argsort(out_t[:ne])
+        t_sorted = out_t[:ne][order]
+        s_sorted = out_s[:ne][order]
+        out_t[:ne] = t_sorted
+        out_s[:ne] = s_sorted
     ng = 0
-    for j in range(cont.size):
-        s = st[cont[j]]
-        if s == sink:
-            continue
-        f = fork_id[s]
-        if f >= 0:
-            k1 = cont_depth[j] + 1
-            for a in range(mid[j], hi[j]):
-                if ok_byte[f, cols[k1, a]]:
-                    gf[ng] = f
-                    gt[ng] = ids[a]
-                    go[ng] = k1
-                    ng += 1
+    for k in range(cont_fb.shape[0]):
+        for b in live:
+            for j in range(cont_fb[k, b], cont_fb[k, b + 1]):
+                s = st[cont[j]]
+                if s == sink:
+                    continue
+                f = fork_id[s]
+                if f >= 0:
+                    k1 = cont_depth[j] + 1
+                    for a in range(mid[j], hi[j]):
+                        if ok_byte[f, cols[k1, a]]:
+                            gf[ng] = f
+                            gt[ng] = ids[a]
+                            go[ng] = k1
+                            ng += 1
     return ne, ng
 
 
@@ -232,13 +273,17 @@ def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
     states by token id (0: none) when ``k > dense_over``, else None; the distinct end states, sorted
     ``(e,)`` int32; and fork id -> ``(tokens, offsets)`` int32 of the tokens passing that fork before
     their last byte (offset: where the next lexeme starts), unless that byte fires the fork's guard."""
-    st, gf, gt, go, dense, out_t, out_s = nodes.scratch()
+    st, gf, gt, go, out_t, out_s = nodes.scratch()
+    live = np.flatnonzero(dfa.table[d])  # the first bytes not dead from d
+    n_live = int(nodes.pos_fb[live + 1].sum() - nodes.pos_fb[live].sum())  # tokens starting with one
+    dense = np.zeros(nodes.tok_node.size if n_live > dense_over else 1, dtype=np.int32)
     seen = np.zeros(dfa.n_states + 1, dtype=bool)
-    ne, ng = _trie_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, dfa.n_states, nodes.byte, nodes.parent,
-                        nodes.tok_node, nodes.cont, nodes.cont_depth, nodes.mid, nodes.hi, nodes.ids, nodes.cols,
-                        st, dense, out_t, out_s, seen, gf, gt, go)
+    ne, ng = _trie_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, dfa.n_states, live, nodes.byte,
+                        nodes.parent, nodes.node_fb, nodes.ids, nodes.pos_fb, nodes.tok_node, nodes.cont,
+                        nodes.cont_fb, nodes.cont_depth, nodes.mid, nodes.hi, nodes.cols, st, dense, out_t, out_s,
+                        seen, gf, gt, go)
     seen[0] = False
-    return (out_t[:ne].copy(), out_s[:ne].copy(), dense.copy() if ne > dense_over else None,
+    return (out_t[:ne].copy(), out_s[:ne].copy(), dense if ne > dense_over else None,
             np.flatnonzero(seen).astype(np.int32), _groups(gf[:ng], gt[:ng], go[:ng]))
 
 
@@ -305,9 +350,11 @@ def load() -> None:
     ok = np.zeros((1, 256), dtype=bool)
     cols = np.zeros((2, 1), dtype=np.uint8)
     _bfs_nodes(np.ones(1, dtype=np.int64), i64, cols, 1, 1)
-    _trie_walk(flat, i32, ok, 1, 1, np.zeros(1, dtype=np.uint8), np.full(1, -1, dtype=np.int64), i64, i64,
-               i32, i32, i32, i32, cols, np.zeros(2, dtype=np.int32), i32.copy(), i32.copy(), i32.copy(),
-               np.zeros(2, dtype=bool), i32.copy(), i32.copy(), i32.copy())
+    fb = np.zeros((2, 257), dtype=np.int64)
+    _trie_walk(flat, i32, ok, 1, 1, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.uint8),
+               np.full(1, -1, dtype=np.int64), fb, i32, np.zeros(257, dtype=np.int64), i64, i64, fb, i32, i32,
+               i32, cols, np.zeros(2, dtype=np.int32), i32.copy(), i32.copy(), i32.copy(), np.zeros(2, dtype=bool),
+               i32.copy(), i32.copy(), i32.copy())
     mat = np.zeros((1, 1), dtype=np.uint8)
     lens = np.ones(1, dtype=np.int32)
     mat.setflags(write=False)  # (the engine's vocabulary tables are read-only)

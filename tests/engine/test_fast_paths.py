@@ -224,7 +224,7 @@ def test_first_byte_selection_equals_a_mask_over_the_vocabulary(smollm2_tokenize
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
-def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> None:
+def test_derived_root_walks_equal_plain_walks(which: str, walks: str, smollm2_tokenizer) -> None:
     cg = _compiled(which, smollm2_tokenizer)
     rng = np.random.default_rng(0)
     checked = derived = dense_refs = 0
@@ -254,7 +254,7 @@ def test_derived_root_walks_equal_plain_walks(which: str, smollm2_tokenizer) -> 
     assert checked > 20 and derived > 20 and dense_refs > 0
 
 
-def test_keys_prefixes_pick_a_reference_and_mask_as_before(smollm2_tokenizer) -> None:
+def test_keys_prefixes_pick_a_reference_and_mask_as_before(walks: str, smollm2_tokenizer) -> None:
     """Inside an object's key, most tokens leave only the any-string terminal alive: the walk from a
     longer key prefix is derived from an earlier prefix's walk, walking a few hundred tokens, and the
     masks along a record equal those of an eager compile of the same grammar."""

@@ -1,0 +1,79 @@
+"""The compiled walks' set-up (gad.engine.kernels): the byte trie node by node, and numba's cache.
+
+The walks themselves are checked against a scalar walk of each token in test_fast_paths.py; here,
+the trie layout they rely on is checked against the tokens directly, on a small vocabulary with a
+repeated token, a token that is a prefix of others and non-ASCII bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gad.engine import kernels
+
+TOKENS = [b"a", b"ab", b"abc", b"abd", b"b", b"ba", b"ab", b"\xc3\xa9", b"\xc3", b"zz"]
+
+
+def _layout() -> tuple[kernels.TrieNodes, list[bytes]]:
+    order = sorted(range(len(TOKENS)), key=TOKENS.__getitem__)
+    ids = np.asarray(order, dtype=np.int32)
+    lens = np.asarray([len(TOKENS[i]) for i in order], dtype=np.int64)
+    cols = np.zeros((int(lens.max()) + 1, len(order)), dtype=np.uint8)
+    for p, i in enumerate(order):
+        cols[: len(TOKENS[i]), p] = np.frombuffer(TOKENS[i], dtype=np.uint8)
+    return kernels.TrieNodes(ids, lens, cols, vocab_size=len(TOKENS) + 2), [TOKENS[i] for i in order]
+
+
+def test_trie_nodes_are_the_distinct_prefixes_breadth_first() -> None:
+    nodes, by_pos = _layout()
+    prefixes = sorted({t[:k] for t in TOKENS for k in range(1, len(t) + 1)}, key=lambda p: (len(p), p))
+    m = nodes.byte.size
+    assert m == len(prefixes)
+    # each node's prefix, rebuilt from its parent chain, in breadth-first (length, bytes) order
+    got: list[bytes] = []
+    for i in range(m):
+        p = int(nodes.parent[i])
+        got.append((got[p] if p >= 0 else b"") + bytes([int(nodes.byte[i])]))
+    assert got == prefixes
+    # each token id ends at the node of its bytes; ids outside the vocabulary's tokens at the scratch node
+    for t, data in enumerate(TOKENS):
+        assert got[int(nodes.tok_node[t])] == data
+    assert nodes.tok_node[len(TOKENS):].tolist() == [m, m]
+    # the positions of the tokens going on past a node, and the first-byte ranges
+    for j, i in enumerate(nodes.cont.tolist()):
+        longer = [q for q, t in enumerate(by_pos) if t.startswith(got[i]) and len(t) > len(got[i])]
+        assert longer == list(range(int(nodes.mid[j]), int(nodes.hi[j]))) and longer
+        assert nodes.cont_depth[j] == len(got[i]) - 1
+    for k in range(nodes.node_fb.shape[0]):
+        for b in range(256):
+            span = range(int(nodes.node_fb[k, b]), int(nodes.node_fb[k, b + 1]))
+            assert all(len(got[i]) == k + 1 and got[i][0] == b for i in span)
+            assert len(span) == sum(1 for p in prefixes if len(p) == k + 1 and p[0] == b)
+    for b in range(256):
+        span = range(int(nodes.pos_fb[b]), int(nodes.pos_fb[b + 1]))
+        assert [by_pos[q] for q in span] == [t for t in by_pos if t[0] == b]
+
+
+def test_without_a_place_to_cache_the_walks_compile_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numba refuses ``cache=True`` where it finds no writable folder (a read-only install without a
+    home): the functions are then compiled in each process instead of failing at import."""
+    if not kernels.AVAILABLE:
+        pytest.skip("numba is not installed")
+    real = kernels.njit
+
+    def no_cache(**kw: object) -> object:
+        if kw.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'f.py'")
+        return real(**kw)
+
+    monkeypatch.setattr(kernels, "njit", no_cache)
+
+    def add_one(x: np.ndarray) -> None:
+        for i in range(x.size):
+            x[i] += 1
+
+    f = kernels._jit(add_one)
+    x = np.arange(3)
+    f(x)
+    assert x.tolist() == [1, 2, 3] and f.signatures  # compiled, not the Python function
