@@ -1132,29 +1132,18 @@ class CompiledGrammar:
                 b_w: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Fork id -> (token ids, offsets of the next lexeme) of tokens whose lexeme may close inside
         them, without those whose next byte already fires the fork's guard."""
-        groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         if not b_i:
-            return groups
+            return {}
         bi = np.concatenate(b_i)
         bp = np.concatenate([np.full(a.size, p, dtype=np.int32) if np.isscalar(p) else p
                              for a, p in zip(b_i, b_p)]).astype(np.int32)
         bw = np.concatenate(b_w)
-        # one stable sort by fork id; each fork's entries are then a slice, in walk order
-        order = np.argsort(bw.astype(np.int16) if len(dfa.forks) < 1 << 15 else bw, kind="stable")  # int16: radix
-        bw, tk, bp = bw[order], toks[bi[order]], bp[order]
+        tk = toks[bi]
         # the next lexeme's first byte may already fire the fork's guard: those entries go
-        nb = self._bytes[tk, bp]
-        cuts = np.flatnonzero(bw[1:] != bw[:-1]) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*cuts.tolist(), bw.size]
-        for lo, hi in zip(starts, ends):
-            fid = int(bw[lo])
-            ok = dfa.fork_ok_byte[fid][nb[lo:hi]]
-            if ok.all():
-                groups[fid] = (tk[lo:hi], bp[lo:hi])
-            elif ok.any():
-                groups[fid] = (tk[lo:hi][ok], bp[lo:hi][ok])
-        return groups
+        keep = dfa.fork_ok[bw, self._bytes[tk, bp]]
+        if not keep.all():
+            bw, tk, bp = bw[keep], tk[keep], bp[keep]
+        return kernels.split_by_fork(bw, tk, bp, len(dfa.forks))
 
     def _walk(self, cid: int, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
         """Run tokens ``tok`` ``(n,)`` int (starting at byte offsets ``off`` ``(n,)``) through context
@@ -1717,15 +1706,7 @@ class _TrieLevels:
         lens = np.asarray(trie.lens, dtype=np.int64)
         cols = trie.cols_np  # (width + 1, n) uint8, bytes past a token's end are 0
         n = lens.size
-        # lcp[i]: bytes token i shares with token i - 1 (sorted order: a node's tokens are contiguous)
-        lcp = np.zeros(n, dtype=np.int64)
-        same = np.arange(1, n)  # the tokens still agreeing with their predecessor on bytes 0..k-1
-        for k in range(cols.shape[0]):
-            if not same.size:
-                break
-            same = same[cols[k, same] == cols[k, same - 1]]
-            lcp[same] += 1
-        lcp[1:] = np.minimum(lcp[1:], np.minimum(lens[1:], lens[:-1]))  # (bytes past an end read as 0)
+        lcp = kernels.shared_prefix_lengths(lens, cols)  # bytes token i shares with token i - 1
         width = int(lens.max()) if n else 0
         self.byte: list[np.ndarray] = []
         self.parent: list[np.ndarray] = []

@@ -83,6 +83,25 @@ def _bfs_nodes(lens: np.ndarray, lcp: np.ndarray, cols: np.ndarray, n_nodes: int
     return byte, depth, parent, lo, mid, hi, end_node
 
 
+def shared_prefix_lengths(lens: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``(n,)`` int64: the bytes each token shares with the one before it, for tokens sorted by their
+    bytes (``lens``: ``(n,)`` their lengths; ``cols``: ``(width + 1, n)`` uint8, the byte at each depth,
+    0 past a token's end); 0 for the first.  In that order a trie node's tokens are contiguous: token
+    ``i`` opens the nodes of its bytes past ``lcp[i]``."""
+    lens64 = lens.astype(np.int64)
+    n = lens64.size
+    lcp = np.zeros(n, dtype=np.int64)
+    same = np.arange(1, n)  # the tokens still agreeing with their predecessor on bytes 0..k-1
+    for k in range(cols.shape[0]):
+        if not same.size:
+            break
+        same = same[cols[k, same] == cols[k, same - 1]]
+        lcp[same] += 1
+    if n:
+        lcp[1:] = np.minimum(lcp[1:], np.minimum(lens64[1:], lens64[:-1]))  # (bytes past an end read as 0)
+    return lcp
+
+
 class TrieNodes:
     """The vocabulary's byte trie, node by node in breadth-first order (every parent before its
     children, so that one pass computes each node's state from its parent's).
@@ -108,15 +127,7 @@ class TrieNodes:
     def __init__(self, ids: np.ndarray, lens: np.ndarray, cols: np.ndarray, vocab_size: int) -> None:
         n = lens.size
         lens64 = lens.astype(np.int64)
-        lcp = np.zeros(n, dtype=np.int64)  # bytes each token shares with the one before it
-        same = np.arange(1, n)
-        for k in range(cols.shape[0]):
-            if not same.size:
-                break
-            same = same[cols[k, same] == cols[k, same - 1]]
-            lcp[same] += 1
-        if n:
-            lcp[1:] = np.minimum(lcp[1:], np.minimum(lens64[1:], lens64[:-1]))
+        lcp = shared_prefix_lengths(lens64, cols)
         m = int(lens64.sum() - lcp[1:].sum()) if n else 0
         width = int(lens64.max()) if n else 0
         byte, depth, parent, lo, mid, hi, end_node = _bfs_nodes(lens64, lcp, cols, m, width)
@@ -251,16 +262,18 @@ def _token_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: i
 
 
 # ------------------------------------------------------------------------------ the engine's calls
-def _groups(gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Fork id -> (tokens, offsets) from parallel entry arrays, each fork's entries in walk order."""
+def split_by_fork(gf: np.ndarray, gt: np.ndarray, go: np.ndarray, n_forks: int
+                  ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Fork id -> (tokens, offsets) from parallel ``(k,)`` entry arrays (fork ids below ``n_forks``,
+    token ids, offsets of the next lexeme), each fork's entries in their order in the arrays."""
     if not gf.size:
         return {}
-    order = np.argsort(gf, kind="stable")
+    order = np.argsort(gf.astype(np.int16) if n_forks < 1 << 15 else gf, kind="stable")  # int16: radix sort
     f, t, o = gf[order], gt[order], go[order]
     cuts = np.flatnonzero(f[1:] != f[:-1]) + 1
     lo = [0, *cuts.tolist()]
     hi = [*cuts.tolist(), f.size]
-    return {int(f[a]): (t[a:b].copy(), o[a:b].copy()) for a, b in zip(lo, hi)}
+    return {int(f[a]): (t[a:b], o[a:b]) for a, b in zip(lo, hi)}
 
 
 def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
@@ -284,7 +297,7 @@ def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
                         seen, gf, gt, go)
     seen[0] = False
     return (out_t[:ne].copy(), out_s[:ne].copy(), dense if ne > dense_over else None,
-            np.flatnonzero(seen).astype(np.int32), _groups(gf[:ng], gt[:ng], go[:ng]))
+            np.flatnonzero(seen).astype(np.int32), split_by_fork(gf[:ng], gt[:ng], go[:ng], len(dfa.forks)))
 
 
 def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.ndarray, off: np.ndarray
@@ -309,7 +322,7 @@ def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.nda
         if ng >= 0:
             break
         cap = int(lens[tok32].sum()) + 1 if n else 1  # (a bound: one entry per byte at most)
-    return out_t[:ne].copy(), out_s[:ne].copy(), _groups(gf[:ng], gt[:ng], go[:ng])
+    return out_t[:ne].copy(), out_s[:ne].copy(), split_by_fork(gf[:ng], gt[:ng], go[:ng], len(dfa.forks))
 
 
 @_jit
