@@ -3,7 +3,7 @@ or over a set of tokens from given byte offsets.
 
 These are the engine's hot loops on a state no mask has reached before: a whole-vocabulary walk
 in numpy costs one pass of ~15 array operations per depth of the trie (milliseconds on 49k tokens);
-the same walk compiled costs a few nanoseconds per trie node.  Each function returns exactly what
+the same walk compiled costs ~10 ns per trie node (`benchmarks/bench_walks.py`).  Each function returns exactly what
 the numpy walk of :class:`gad.engine.compiler.CompiledGrammar` it replaces returns (tested equal,
 token by token and fork by fork, against a scalar walk in ``tests/engine/test_fast_paths.py``).
 
