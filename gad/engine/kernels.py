@@ -351,6 +351,300 @@ def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarr
         _fill_sparse(m, ok, end_tok, end_state)
 
 
+# ------------------------------------------------------------------- lexer automata (the product)
+@_jit
+def _key_hash(row: np.ndarray, width: int) -> int:  # pragma: no cover - compiled
+    h = np.int64(1469598103934665603)
+    for k in range(width):
+        h = (h ^ np.int64(row[k] + 2)) * np.int64(1099511628211)
+    h ^= h >> 29  # (the low bits, which pick the slot, then depend on every value's high bits too)
+    h *= np.int64(-4658895280553007687)
+    return h ^ (h >> 32)
+
+
+@_jit
+def _find_or_add(tmp: np.ndarray, keys: np.ndarray, slots: np.ndarray, cnt: np.ndarray
+                 ) -> int:  # pragma: no cover - compiled
+    # the id of key ``tmp`` (open addressing over ``slots``), added as state cnt[0] when new
+    width = keys.shape[1]
+    mask = slots.size - 1
+    s = _key_hash(tmp, width) & mask
+    while True:
+        sid = slots[s]
+        if sid < 0:
+            n = cnt[0]
+            for k in range(width):
+                keys[n, k] = tmp[k]
+            slots[s] = n
+            cnt[0] = n + 1
+            return n
+        same = True
+        for k in range(width):
+            if keys[sid, k] != tmp[k]:
+                same = False
+                break
+        if same:
+            return sid
+        s = (s + 1) & mask
+
+
+@_jit
+def _rehash(keys: np.ndarray, n: int, slots: np.ndarray) -> None:  # pragma: no cover - compiled
+    width = keys.shape[1]
+    mask = slots.size - 1
+    for sid in range(1, n):
+        s = _key_hash(keys[sid], width) & mask
+        while slots[s] >= 0:
+            s = (s + 1) & mask
+        slots[s] = sid
+
+
+@_jit
+def _close_char(tmp: np.ndarray, alive: np.ndarray, na: int, best: int, n_main: int, no_cut: np.ndarray,
+                fin: np.ndarray, off: np.ndarray) -> int:  # pragma: no cover - compiled
+    # after one character (``tmp``: the terminals' next states at the alive positions): the first
+    # terminal that matches (Lark's order, up to the best one so far), the later main ones cut;
+    # returns the new best, or -2 when no main terminal is left alive
+    lim = n_main if best < 0 else best + 1
+    nb = best
+    for k in range(na):
+        j = alive[k]
+        if j >= lim:
+            break
+        t = tmp[j]
+        if t >= 0 and fin[off[j] + t]:
+            nb = j
+            break
+    if nb >= 0:
+        for k in range(na):
+            j = alive[k]
+            if j > nb and j < n_main and not no_cut[j]:
+                tmp[j] = -1
+    for k in range(na):
+        j = alive[k]
+        if j < n_main and tmp[j] >= 0:
+            return nb
+    return -2
+
+
+@_jit
+def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
+                     no_cut: np.ndarray, pend_n: np.ndarray, pend_lo: np.ndarray, pend_hi: np.ndarray,
+                     pend_next: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray, reps: np.ndarray,
+                     keys: np.ndarray, table: np.ndarray, slots: np.ndarray, cnt: np.ndarray, i: int
+                     ) -> int:  # pragma: no cover - compiled
+    n_terms = off.size
+    width = n_terms + 2
+    cap = keys.shape[0]
+    tmp = np.empty(width, np.int32)
+    prev = np.empty(width, np.int32)
+    alive = np.empty(n_terms, np.int64)
+    code_id = np.empty(pend_n.size, np.int64)
+    cls_sid = np.empty(reps.size, np.int64)
+    while i < cnt[0]:
+        if cnt[0] + 260 > cap:  # room for every successor of this state
+            return i
+        best = keys[i, n_terms]
+        p = keys[i, n_terms + 1]
+        na = 0
+        for j in range(n_terms):
+            tmp[j] = -1
+            if keys[i, j] >= 0:
+                alive[na] = j
+                na += 1
+        for b in range(256):
+            table[i, b] = 0
+        if p == 0:
+            # one byte per class of ASCII bytes every automaton of the context treats alike, the
+            # classes by first byte (so new states are numbered as a byte-by-byte walk finds them)
+            have_prev = False
+            prev_id = 0
+            for c in range(reps.size):
+                b = reps[c]
+                for k in range(na):
+                    j = alive[k]
+                    tmp[j] = asc[off[j] + keys[i, j], b]
+                nb = _close_char(tmp, alive, na, best, n_main, no_cut, fin, off)
+                if nb == -2:
+                    have_prev = False
+                    cls_sid[c] = 0
+                    continue
+                tmp[n_terms] = nb
+                tmp[n_terms + 1] = 0
+                if have_prev and prev[n_terms] == nb:
+                    same = True
+                    for k in range(na):
+                        if tmp[alive[k]] != prev[alive[k]]:
+                            same = False
+                            break
+                    if same:
+                        cls_sid[c] = prev_id
+                        continue
+                prev_id = _find_or_add(tmp, keys, slots, cnt)
+                cls_sid[c] = prev_id
+                for k in range(na):
+                    prev[alive[k]] = tmp[alive[k]]
+                prev[n_terms] = nb
+                have_prev = True
+            for b in range(128):
+                table[i, b] = cls_sid[cls_of[b]]
+            # bytes >= 0x80: lead bytes by their UTF-8 class, when a main terminal can read a
+            # non-ASCII character; the terminals that cannot are cut inside the character
+            hi = False
+            for k in range(na):
+                j = alive[k]
+                if j < n_main and ae[off[j] + keys[i, j]] >= 0:
+                    hi = True
+                    break
+            if hi:
+                for k in range(na):
+                    j = alive[k]
+                    tmp[j] = keys[i, j] if ae[off[j] + keys[i, j]] >= 0 else -1
+                tmp[n_terms] = best
+                for c in range(code_id.size):
+                    code_id[c] = -1
+                for b in range(128, 256):
+                    c = lead_code[b]
+                    if c == 0:
+                        continue
+                    if code_id[c] < 0:
+                        tmp[n_terms + 1] = c
+                        code_id[c] = _find_or_add(tmp, keys, slots, cnt)
+                    table[i, b] = code_id[c]
+        else:
+            # inside a character no automaton names: the allowed range of bytes steps alike
+            if pend_n[p] == 1:
+                for k in range(na):
+                    j = alive[k]
+                    tmp[j] = ae[off[j] + keys[i, j]]
+                nb = _close_char(tmp, alive, na, best, n_main, no_cut, fin, off)
+                sid = 0
+                if nb != -2:
+                    tmp[n_terms] = nb
+                    tmp[n_terms + 1] = 0
+                    sid = _find_or_add(tmp, keys, slots, cnt)
+            else:
+                for k in range(na):
+                    j = alive[k]
+                    tmp[j] = keys[i, j]
+                tmp[n_terms] = best
+                tmp[n_terms + 1] = pend_next[p]
+                sid = _find_or_add(tmp, keys, slots, cnt)
+            for b in range(pend_lo[p], pend_hi[p] + 1):
+                table[i, b] = sid
+        i += 1
+    return i
+
+
+@_jit
+def _product_reach(table: np.ndarray, n: int, reach: np.ndarray) -> None:  # pragma: no cover - compiled
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n - 1, 0, -1):
+            r = reach[s]
+            for b in range(256):
+                r |= reach[table[s, b]]
+            if r != reach[s]:
+                reach[s] = r
+                changed = True
+
+
+@_jit
+def _byte_classes(rows: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    n_rows, n_bytes = rows.shape
+    cls = np.empty(n_bytes, np.int32)
+    reps = np.empty(n_bytes, np.int64)
+    n_cls = 0
+    for b in range(n_bytes):
+        found = -1
+        for c in range(n_cls):
+            r = reps[c]
+            same = True
+            for k in range(n_rows):
+                if rows[k, b] != rows[k, r]:
+                    same = False
+                    break
+            if same:
+                found = c
+                break
+        if found < 0:
+            reps[n_cls] = b
+            found = n_cls
+            n_cls += 1
+        cls[b] = found
+    return cls
+
+
+def byte_classes(rows: np.ndarray) -> np.ndarray:
+    """The classes of the columns of ``rows`` ``(k, bytes)`` int32: ``(bytes,)`` int32, two bytes in one
+    class iff their columns are equal, the classes numbered by first byte."""
+    return _byte_classes(np.ascontiguousarray(rows, dtype=np.int32))
+
+
+def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
+                    no_cut: np.ndarray, pend: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray,
+                    start: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The lexer automaton of one context from its empty lexeme (no guard), as
+    :class:`gad.engine.lexer.LexerDFA` builds it in Python, state for state: a breadth-first walk over
+    bytes 0-255, states numbered as found (0 dead, 1 the start).
+
+    The terminals' automata come as one stacked table: terminal ``j``'s local state ``q`` is row
+    ``off[j] + q`` of ``asc`` ``(rows, 128)`` int32 (next local state per ASCII byte, -1 dead), ``ae``
+    ``(rows,)`` int32 (next local state after a non-ASCII character, -1 dead) and ``fin`` ``(rows,)``
+    bool (a match).  ``n_main``: the terminals Lark's scanner tries (the others are keyword targets);
+    ``no_cut`` ``(terms,)`` bool: never cut by an earlier match (keyword targets).  ``pend``
+    ``(codes, 4)`` int32: per partial-character code (0: none) its continuation bytes still needed,
+    the allowed range of the next byte and the code after it; ``lead_code`` ``(256,)`` int32 the code
+    a lead byte starts (0: not a lead byte).  ``cls_of`` ``(128,)`` int32: a class per ASCII byte, the
+    classes numbered by first byte, such that every automaton moves the bytes of a class alike (one
+    byte per class is stepped).  ``start`` ``(terms,)`` int32: the initial local states.
+
+    Returns ``(keys, table)``: ``(n, terms + 2)`` int32 rows (local states, -1 dead; best terminal so
+    far; partial-character code) and the ``(n, 256)`` int32 transition table; None when the automaton
+    needs more than ``max_states`` states."""
+    n_terms = off.size
+    cap = 512  # (rows are written as states are found: the buffers need no initial values)
+    keys = np.empty((cap, n_terms + 2), dtype=np.int32)
+    table = np.empty((cap, 256), dtype=np.int32)
+    keys[0] = -1  # (the dead state: never looked up)
+    table[0] = 0
+    keys[1, :n_terms] = start
+    keys[1, n_terms] = -1
+    keys[1, n_terms + 1] = 0
+    slots = np.full(2 * cap, -1, dtype=np.int32)
+    _rehash(keys, 2, slots)
+    cnt = np.array([2], dtype=np.int64)
+    pend_n = np.ascontiguousarray(pend[:, 0])
+    pend_lo = np.ascontiguousarray(pend[:, 1])
+    pend_hi = np.ascontiguousarray(pend[:, 2])
+    pend_next = np.ascontiguousarray(pend[:, 3])
+    reps = np.full(int(cls_of.max()) + 1, 128, dtype=np.int32)
+    np.minimum.at(reps, cls_of, np.arange(128, dtype=np.int32))
+    i = 1
+    while True:
+        i = _product_explore(asc, ae, fin, off, n_main, no_cut, pend_n, pend_lo, pend_hi, pend_next, lead_code,
+                             cls_of, reps, keys, table, slots, cnt, i)
+        n = int(cnt[0])
+        if n > max_states:
+            return None
+        if i >= n:
+            break
+        cap *= 4
+        keys = np.vstack([keys, np.empty((cap - keys.shape[0], n_terms + 2), dtype=np.int32)])
+        table = np.vstack([table, np.empty((cap - table.shape[0], 256), dtype=np.int32)])
+        slots = np.full(2 * cap, -1, dtype=np.int32)
+        _rehash(keys, n, slots)
+    return keys[:n].copy(), table[:n].copy()
+
+
+def product_reach(table: np.ndarray, reach: np.ndarray) -> None:
+    """Close ``reach`` ``(n,)`` int64 (bit sets of fork winners, one per state) under the transitions
+    of ``table`` ``(n, 256)`` int32 in place: each state's set then holds every winner reachable from it
+    (the least fixed point; state 0, dead, keeps its own)."""
+    _product_reach(table, table.shape[0], reach)
+
+
 def load() -> None:
     """Compile (or load from numba's cache) every compiled walk now, on tiny inputs, instead of on
     the first mask that needs one (a one-off cost per process: ~0.1-1 s, seconds when nothing is
@@ -376,3 +670,10 @@ def load() -> None:
     m = np.zeros(1, dtype=bool)
     _fill_dense(m, np.zeros(1, dtype=bool), i32)
     _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)
+    pend = np.zeros((2, 4), dtype=np.int32)
+    one = np.zeros((1, 128), dtype=np.int32)
+    byte_classes(one)
+    product = explore_product(one, i32, np.ones(1, dtype=bool), i64, 1, np.zeros(1, dtype=bool), pend,
+                              np.zeros(256, dtype=np.int32), np.zeros(128, dtype=np.int32), i32, 4)
+    if product is not None:
+        product_reach(product[1], np.zeros(product[1].shape[0], dtype=np.int64))

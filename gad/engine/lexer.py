@@ -30,12 +30,14 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, cast
 
 import interegular
 import numpy as np
 from interegular.fsm import anything_else
 
+from gad.engine import kernels
 from gad.errors import UnsupportedGrammarError
 from gad.grammar.automata import (
     MAX_CONTEXT_STATES,
@@ -83,6 +85,25 @@ for _b in range(0xE0, 0xF0):
     _LEAD[_b] = (2, 0xA0 if _b == 0xE0 else 0x80, 0x9F if _b == 0xED else 0xBF)
 for _b in range(0xF0, 0xF5):
     _LEAD[_b] = (3, 0x90 if _b == 0xF0 else 0x80, 0x8F if _b == 0xF4 else 0xBF)
+
+# partial UTF-8 characters no automaton names, as the compiled build numbers them (0: none): every
+# (continuation bytes still needed, allowed range of the next byte) a lead byte or a continuation starts
+_PEND_KEYS: list[tuple[int, ...]] = [(), *sorted(set(_LEAD.values()) | {(1, 0x80, 0xBF), (2, 0x80, 0xBF)})]
+_PEND_CODE = {k: c for c, k in enumerate(_PEND_KEYS)}
+# per code: (bytes still needed, lowest and highest next byte, code after it); per byte: the code it starts
+_PEND_TABLE = np.asarray([(0, 0, 0, 0)] + [(n, lo, hi, _PEND_CODE.get((n - 1, 0x80, 0xBF), 0))
+                                           for n, lo, hi in _PEND_KEYS[1:]], dtype=np.int32)
+_LEAD_CODE = np.zeros(256, dtype=np.int32)
+for _b, _k in _LEAD.items():
+    _LEAD_CODE[_b] = _PEND_CODE[_k]
+# the compiled build keeps each state's reachable fork winners in an int64 bit set
+_COMPILED_MAX_TERMS = 62
+
+def _joint_classes(classes: list[np.ndarray]) -> np.ndarray:
+    """The common refinement of per-automaton ``(128,)`` byte classes: ``(128,)`` int32, two bytes in
+    one class iff they are in one class of every automaton, the classes numbered by first byte."""
+    return classes[0] if len(classes) == 1 else kernels.byte_classes(np.stack(classes))
+
 
 # TerminalAutomaton.ascii_info: (next live state per ASCII byte, then bit sets over the ASCII bytes:
 # live, one per next state two or more bytes lead to, those alone in theirs, those that reach a final
@@ -193,6 +214,7 @@ class TerminalAutomaton:
     _of_class: dict[Any, int] | None = field(default=None, repr=False)
     _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
     _leads: frozenset[int] | None = field(default=None, repr=False)
+    _tables: tuple | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -238,7 +260,50 @@ class TerminalAutomaton:
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
         return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_prefixes": None, "_info": {},
-                "_of_class": None, "_na_classes": None, "_leads": None}
+                "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None}
+
+    def byte_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[int] | None, np.ndarray]:
+        """The automaton as arrays over local state numbers (the states in ascending order), for the
+        compiled lexer build: ``(asc, ae, fin, initial, states)`` with ``asc`` ``(n, 128)`` int32 the
+        next live state per ASCII byte (what :meth:`step` gives; -1 dead), ``ae`` ``(n,)`` int32 the
+        next live state after a character the alphabet does not name (``anything_else``), ``fin``
+        ``(n,)`` bool the final states, ``initial`` the initial state's number, and ``states`` the
+        automaton's own state per local number (None when they are ``0 .. n-1`` already), then the
+        ``(128,)`` int32 class of each ASCII byte (bytes of one class: the same column of ``asc``),
+        the classes numbered by first byte."""
+        r = self._tables
+        if r is None:
+            fsm = self.fsm
+            states = sorted(cast(Any, fsm.states))
+            ident = states == list(range(len(states)))
+            loc = None if ident else {q: i for i, q in enumerate(states)}
+            sym = fsm.alphabet._symbol_mapping
+            col_of = {c: k for k, c in enumerate(dict.fromkeys(sym.values()))}
+            none = len(col_of)  # a column of -1: characters in no class
+            live = self.live
+            moves = [(q, col_of[c], t) for q, row in fsm.map.items() for c, t in row.items() if t in live]
+            dense = np.full((len(states), none + 1), -1, dtype=np.int32)
+            if moves:
+                at = np.asarray(moves, dtype=np.int64)
+                if loc is not None:
+                    at[:, 0] = [loc[q] for q in at[:, 0].tolist()]
+                    at[:, 2] = [loc[t] for t in at[:, 2].tolist()]
+                dense[at[:, 0], at[:, 1]] = at[:, 2]
+            other = sym.get(anything_else)
+            col_list = [none if other is None else col_of[other]] * 0x80
+            for ch, c in sym.items():
+                if isinstance(ch, str) and len(ch) == 1 and ord(ch) < 0x80:
+                    col_list[ord(ch)] = col_of[c]
+            col = np.asarray(col_list, dtype=np.intp)
+            asc = dense.take(col, axis=1)
+            ae = dense[:, none if other is None else col_of[other]].copy()
+            fin = np.zeros(len(states), dtype=bool)
+            fin[[q if loc is None else loc[q] for q in fsm.finals]] = True
+            init = fsm.initial if loc is None else loc[fsm.initial]
+            # the ASCII bytes by alphabet class (every state moves a class alike), numbered by first byte
+            r = self._tables = (asc, ae, fin, int(cast(Any, init)), None if ident else states,
+                                kernels.byte_classes(col[None, :]) if kernels.AVAILABLE else col.astype(np.int32))
+        return r
 
     def ascii_info(self, state: int) -> AsciiInfo:
         """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final, moves)``: ``row``
@@ -725,8 +790,9 @@ class LexerDFA:
         self._keys: list = [None, start]
         self._index: dict = {start: START}
         # rows[s][b]: the table as tuples of ints (scalar steps; a tuple of ints is not followed by
-        # Python's garbage collector, which otherwise visits 256 slots per state at every full pass)
-        self.rows: list[tuple[int, ...]] = [(DEAD,) * 256, ()]
+        # Python's garbage collector, which otherwise visits 256 slots per state at every full pass);
+        # None after a compiled build until first asked for (:attr:`rows`)
+        self._rows: list[tuple[int, ...]] | None = [(DEAD,) * 256, ()]
         self._fork_list: list[int] = [-1, -1]
         # terminals a match of terminal i cuts (the later main ones, less keyword targets)
         self._cut: list[list[int]] = [[j for j in range(i + 1, self.n_main) if j not in self._no_cut]
@@ -742,7 +808,82 @@ class LexerDFA:
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
-        self._explore(0)
+        self.compiled_build = (kernels.ENABLED and not self.explicit_nonascii
+                               and 0 < len(self.terms) <= _COMPILED_MAX_TERMS)
+        if self.compiled_build:
+            self._explore_compiled()
+        else:
+            self._explore(0)
+
+    def _explore_compiled(self) -> None:
+        """Build every state the start state reaches with the compiled product
+        (:func:`gad.engine.kernels.explore_product`): the same states, keys, rows and forks as
+        :meth:`_explore` (``tests/engine/test_lexer_build.py`` checks both against one reference).  It
+        covers states without a guard and without a character some automaton names, which is every
+        state reached from the start when no terminal of the grammar names a non-ASCII character;
+        the start states :meth:`start_for` adds under a guard are built by :meth:`_explore`."""
+        terms = self.terms
+        n_terms = len(terms)
+        tabs = [t.byte_tables() for t in terms]
+        off = np.fromiter(accumulate([tb[0].shape[0] for tb in tabs[:-1]], initial=0), dtype=np.int64, count=n_terms)
+        no_cut = np.asarray([j in self._no_cut for j in range(n_terms)], dtype=bool)
+        start = np.asarray([tb[3] for tb in tabs], dtype=np.int32)
+        fin = np.concatenate([tb[2] for tb in tabs])
+        built = kernels.explore_product(np.concatenate([tb[0] for tb in tabs]), np.concatenate([tb[1] for tb in tabs]),
+                                        fin, off, self.n_main, no_cut, _PEND_TABLE, _LEAD_CODE,
+                                        _joint_classes([tb[5] for tb in tabs]), start, MAX_CONTEXT_STATES)
+        if built is None:
+            self._too_many_states()
+        karr, table = cast(tuple[np.ndarray, np.ndarray], built)
+        n = karr.shape[0]
+        paused = gc.isenabled()  # (as in _explore: many small tuples, no cycles)
+        if paused:
+            gc.disable()
+        try:
+            maps = [tb[4] for tb in tabs]
+            mapped = any(m is not None for m in maps)
+            pend = _PEND_KEYS
+            keys: list = [None]
+            for r in karr[1:].tolist():
+                main = r[:n_terms]
+                if mapped:  # (back to the automata's own state numbers)
+                    main = [m[v] if m is not None and v >= 0 else v for m, v in zip(maps, main)]
+                keys.append((tuple(main), r[n_terms], _NO_GUARD, pend[r[n_terms + 1]]))
+            self._keys = keys
+            self._index = dict(zip(keys[1:], range(1, n)))
+            self._rows = None
+            best = karr[:, n_terms]
+            cand = (karr[:, n_terms + 1] == 0) & (best >= 0)
+            cand[DEAD] = False
+            at = np.flatnonzero(cand)
+            st = karr[at, best[at]]
+            at = at[(st >= 0) & fin[off[best[at]] + np.maximum(st, 0)]]
+            forks = [-1] * n
+            reach = np.zeros(n, dtype=np.int64)
+            for s in at.tolist():
+                f = forks[s] = self._fork(keys[s])
+                reach[s] = 1 << self.forks[f][0]
+            self._fork_list = forks
+            kernels.product_reach(table, reach)
+            self._reach_list = reach.tolist()
+        finally:
+            if paused:
+                gc.enable()
+        self._finish(0, table)
+
+    def _too_many_states(self) -> None:
+        raise UnsupportedGrammarError(
+            f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
+            f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
+
+    @property
+    def rows(self) -> list[tuple[int, ...]]:
+        """The transition table as one tuple of 256 ints per state (``rows[s][b]``: scalar steps, faster
+        than indexing ``table``), made from ``table`` on first use after a compiled build."""
+        r = self._rows
+        if r is None:
+            r = self._rows = list(map(tuple, self.table.tolist()))
+        return r
 
     def start_for(self, guard: frozenset) -> int:
         """The state of the empty lexeme under ``guard`` (added, with what it reaches, on first use)."""
@@ -757,9 +898,7 @@ class LexerDFA:
 
     def _add(self, key: tuple) -> int:
         if len(self._keys) >= MAX_CONTEXT_STATES:
-            raise UnsupportedGrammarError(
-                f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
-                f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
+            self._too_many_states()
         j = len(self._keys)
         self._index[key] = j
         self._keys.append(key)
@@ -831,12 +970,14 @@ class LexerDFA:
             i += 1
         self._finish(first)
 
-    def _finish(self, first: int) -> None:
-        """Extend the arrays with the states from ``first`` on (older states never change)."""
+    def _finish(self, first: int, table: np.ndarray | None = None) -> None:
+        """Extend the arrays with the states from ``first`` on (older states never change).  ``table``:
+        the whole ``(n_states, 256)`` table of a compiled build, whose reachable winners are in
+        ``_reach_list`` already."""
         n = len(self._keys)
         old = self.n_states
-        new_rows = np.zeros((n - old, 256), dtype=np.int32)
-        if self._new_at:
+        new_rows = np.zeros((n - old, 256), dtype=np.int32) if table is None else table
+        if table is None and self._new_at:
             # the moves of the new states (all but the dead one, which has none), scattered into the table
             at = self._new_at
             cnt = np.fromiter(map(len, at), dtype=np.intp, count=len(at))
@@ -845,7 +986,9 @@ class LexerDFA:
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
         # vectorised walk keeps dead tokens out of every later fork
-        sink_rows = np.vstack([self.table, np.full((1, 256), n, dtype=np.int32)])
+        sink_rows = np.empty((n + 1, 256), dtype=np.int32)
+        sink_rows[:n] = self.table
+        sink_rows[n] = n
         sink_rows[DEAD, :] = n
         self.flat_sink = sink_rows.ravel()
         self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
@@ -855,18 +998,23 @@ class LexerDFA:
             more = self.fork_ok_byte[have:]
             add = np.stack(more) if more else np.zeros((0, 256), dtype=bool)
             self.fork_ok = np.vstack([self.fork_ok, add]) if old else add
-        init = tuple(t.fsm.initial for t in self.terms)
-        starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
-        self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \
-            else np.asarray(starts, dtype=bool)
+        if table is not None:  # from the start state without a guard: no other empty lexeme
+            self.is_start = np.zeros(n, dtype=bool)
+            self.is_start[START] = True
+        else:
+            init = tuple(t.fsm.initial for t in self.terms)
+            starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
+            self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \
+                else np.asarray(starts, dtype=bool)
         # reachable fork winners: fixed point over the new states (old states' sets are final)
         reach = self._reach_list
         lo = max(old, 1)
-        for s in range(lo, n):
-            f = self._fork_list[s]
-            reach[s] = 1 << self.forks[f][0] if f >= 0 else 0
+        if table is None:
+            for s in range(lo, n):
+                f = self._fork_list[s]
+                reach[s] = 1 << self.forks[f][0] if f >= 0 else 0
         succ = self._succ
-        changed = True
+        changed = table is None
         while changed:
             changed = False
             for s in range(n - 1, lo - 1, -1):
@@ -880,9 +1028,14 @@ class LexerDFA:
         if not old:
             self._reach_ids: dict[int, int] = {}
             self.reach_values = []
-        groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
+        if table is not None:  # (one sort instead of a dict lookup per state)
+            values, inv = np.unique(np.asarray(reach, dtype=np.int64), return_inverse=True)
+            self._reach_ids = dict(zip(values.tolist(), range(values.size)))
+            g = inv.reshape(-1).astype(np.int32)
+        else:
+            groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
+            g = np.asarray(groups, dtype=np.int32)
         self.reach_values = list(self._reach_ids)
-        g = np.asarray(groups, dtype=np.int32)
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1

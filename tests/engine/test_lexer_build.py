@@ -9,6 +9,8 @@ and the start states from their definitions.  Both must give the same automaton,
 on random Lark grammars (hypothesis), on the shipped grammars' contexts, on JSON-Schema grammars
 (keys as literal strings beside the generic string) and on grammars naming non-ASCII characters;
 with the extra start states that guards add later (``start_for``) and after a compile-cache round trip.
+Each test runs twice: with the compiled build (:func:`gad.engine.kernels.explore_product`, used from the
+start state where no automaton names a non-ASCII character) and with the Python one.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from gad.engine import cachefile, compiler
+from gad.engine import cachefile, compiler, kernels
 from gad.engine.compiler import CompiledGrammar
 from gad.engine.lexer import DEAD, START, LexerDFA
 from gad.engine.vocab import Vocabulary
@@ -29,6 +31,13 @@ from gad.grammar import Grammar
 from gad.testing.strategies import assume_lark_terminals, lark_grammars
 
 logging.getLogger("lark").setLevel(logging.ERROR)  # Lark's own collision warnings
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def builder(request, monkeypatch) -> str:
+    """Build the automata with the compiled product, then with the Python builder alone."""
+    monkeypatch.setattr(kernels, "ENABLED", request.param == "compiled")
+    return request.param
 
 
 # --- the reference -----------------------------------------------------------------------------------
@@ -132,6 +141,7 @@ def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
     """The automaton as built, then with the start states of its forks' guards added (``rounds`` times:
     a start under a guard reaches forks with new guards)."""
     init = tuple(t.fsm.initial for t in dfa.terms)
+    assert dfa.compiled_build == (kernels.ENABLED and not dfa.explicit_nonascii and 0 < len(dfa.terms) <= 62)
     seeds = [dfa._keys[START]]
     _assert_matches_reference(dfa, seeds)
     for _ in range(rounds):
