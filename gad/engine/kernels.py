@@ -429,8 +429,7 @@ def _close_char(tmp: np.ndarray, alive: np.ndarray, na: int, best: int, n_main: 
 
 @_jit
 def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
-                     no_cut: np.ndarray, pend_n: np.ndarray, pend_lo: np.ndarray, pend_hi: np.ndarray,
-                     pend_next: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray, reps: np.ndarray,
+                     no_cut: np.ndarray, pend: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray,
                      keys: np.ndarray, table: np.ndarray, slots: np.ndarray, cnt: np.ndarray, i: int
                      ) -> int:  # pragma: no cover - compiled
     n_terms = off.size
@@ -439,8 +438,14 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
     tmp = np.empty(width, np.int32)
     prev = np.empty(width, np.int32)
     alive = np.empty(n_terms, np.int64)
-    code_id = np.empty(pend_n.size, np.int64)
-    cls_sid = np.empty(reps.size, np.int64)
+    code_id = np.empty(pend.shape[0], np.int64)
+    n_cls = 0
+    for b in range(128):
+        n_cls = max(n_cls, cls_of[b] + 1)
+    reps = np.full(n_cls, 128, np.int64)  # each class's first byte
+    for b in range(127, -1, -1):
+        reps[cls_of[b]] = b
+    cls_sid = np.empty(n_cls, np.int64)
     while i < cnt[0]:
         if cnt[0] + 260 > cap:  # room for every successor of this state
             return i
@@ -513,7 +518,7 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
                     table[i, b] = code_id[c]
         else:
             # inside a character no automaton names: the allowed range of bytes steps alike
-            if pend_n[p] == 1:
+            if pend[p, 0] == 1:
                 for k in range(na):
                     j = alive[k]
                     tmp[j] = ae[off[j] + keys[i, j]]
@@ -528,9 +533,9 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
                     j = alive[k]
                     tmp[j] = keys[i, j]
                 tmp[n_terms] = best
-                tmp[n_terms + 1] = pend_next[p]
+                tmp[n_terms + 1] = pend[p, 3]
                 sid = _find_or_add(tmp, keys, slots, cnt)
-            for b in range(pend_lo[p], pend_hi[p] + 1):
+            for b in range(pend[p, 1], pend[p, 2] + 1):
                 table[i, b] = sid
         i += 1
     return i
@@ -582,6 +587,11 @@ def byte_classes(rows: np.ndarray) -> np.ndarray:
     return _byte_classes(np.ascontiguousarray(rows, dtype=np.int32))
 
 
+def _slots_for(cap: int) -> int:
+    """Hash slots for up to ``cap`` states: a power of two (slot = hash & (size - 1)), at most half full."""
+    return 1 << (2 * cap - 1).bit_length()
+
+
 def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
                     no_cut: np.ndarray, pend: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray,
                     start: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -604,7 +614,7 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     far; partial-character code) and the ``(n, 256)`` int32 transition table; None when the automaton
     needs more than ``max_states`` states."""
     n_terms = off.size
-    cap = 512  # (rows are written as states are found: the buffers need no initial values)
+    cap = 512  # (grown 4x when full; rows are written as states are found: no initial values needed)
     keys = np.empty((cap, n_terms + 2), dtype=np.int32)
     table = np.empty((cap, 256), dtype=np.int32)
     keys[0] = -1  # (the dead state: never looked up)
@@ -612,19 +622,12 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     keys[1, :n_terms] = start
     keys[1, n_terms] = -1
     keys[1, n_terms + 1] = 0
-    slots = np.full(2 * cap, -1, dtype=np.int32)
+    slots = np.full(_slots_for(cap), -1, dtype=np.int32)
     _rehash(keys, 2, slots)
     cnt = np.array([2], dtype=np.int64)
-    pend_n = np.ascontiguousarray(pend[:, 0])
-    pend_lo = np.ascontiguousarray(pend[:, 1])
-    pend_hi = np.ascontiguousarray(pend[:, 2])
-    pend_next = np.ascontiguousarray(pend[:, 3])
-    reps = np.full(int(cls_of.max()) + 1, 128, dtype=np.int32)
-    np.minimum.at(reps, cls_of, np.arange(128, dtype=np.int32))
     i = 1
     while True:
-        i = _product_explore(asc, ae, fin, off, n_main, no_cut, pend_n, pend_lo, pend_hi, pend_next, lead_code,
-                             cls_of, reps, keys, table, slots, cnt, i)
+        i = _product_explore(asc, ae, fin, off, n_main, no_cut, pend, lead_code, cls_of, keys, table, slots, cnt, i)
         n = int(cnt[0])
         if n > max_states:
             return None
@@ -633,7 +636,7 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
         cap *= 4
         keys = np.vstack([keys, np.empty((cap - keys.shape[0], n_terms + 2), dtype=np.int32)])
         table = np.vstack([table, np.empty((cap - table.shape[0], 256), dtype=np.int32)])
-        slots = np.full(2 * cap, -1, dtype=np.int32)
+        slots = np.full(_slots_for(cap), -1, dtype=np.int32)
         _rehash(keys, n, slots)
     return keys[:n].copy(), table[:n].copy()
 

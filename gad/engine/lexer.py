@@ -1028,14 +1028,9 @@ class LexerDFA:
         if not old:
             self._reach_ids: dict[int, int] = {}
             self.reach_values = []
-        if table is not None:  # (one sort instead of a dict lookup per state)
-            values, inv = np.unique(np.asarray(reach, dtype=np.int64), return_inverse=True)
-            self._reach_ids = dict(zip(values.tolist(), range(values.size)))
-            g = inv.reshape(-1).astype(np.int32)
-        else:
-            groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
-            g = np.asarray(groups, dtype=np.int32)
+        groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
         self.reach_values = list(self._reach_ids)
+        g = np.asarray(groups, dtype=np.int32)
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1

@@ -1,0 +1,106 @@
+"""Lexer automata built by the compiled product (numba) against the Python builder, same contexts, same process.
+
+Every lexer context of the JSON Schema grammars of MaskBench (every ``--step``-th file, sorted by
+name), and of the shipped json and sql grammars, is built from its start state twice
+(:class:`gad.engine.lexer.LexerDFA` with ``gad.engine.kernels.ENABLED`` on, then off) and the two
+automata are checked equal (keys, table, forks).  Reports the contexts each builder took, their
+states, total build time and µs per state, and the same for the contexts over 300 states; each
+builder's per-terminal caches are warm (each context built once before timing), as in a serving
+process; contexts only the Python builder takes (a terminal naming a non-ASCII character, over 62
+terminals) are counted apart.
+
+    python benchmarks/bench_lexer_build.py [--step 8] [--data ../shared/data/maskbench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "maskbench"
+
+
+def contexts(grammar: Any) -> list[tuple]:
+    """``(terminal automata, ignore flags, unless map, n_main, universe)`` of every context of ``grammar``."""
+    from gad.engine.compiler import CompiledGrammar
+    from gad.engine.vocab import Vocabulary
+
+    cg = CompiledGrammar(grammar.lark, Vocabulary.from_strings(list("ab")), grammar)
+    uni = cg._universe()
+    return [([cg._automaton(t) for t in terms], ignore, unless, n_main, uni)
+            for terms, unless, ignore, n_main in cg._ctx_specs]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
+    ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
+    args = ap.parse_args(argv)
+    import gad
+    from gad.engine import kernels
+    from gad.engine.lexer import LexerDFA
+    from gad.errors import GadError
+
+    if not kernels.AVAILABLE:
+        print("numba is not installed: nothing to compare")
+        return 2
+    kernels.load()
+    grammars = [gad.Grammar.builtin("json"), gad.Grammar.builtin("sql")]
+    files = sorted(args.data.glob("*.json"))[:: args.step] if args.data.is_dir() else []
+    if not files:
+        print(f"MaskBench folder not found or empty: {args.data} (the shipped grammars only)", file=sys.stderr)
+    for f in files:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                grammars.append(gad.Grammar.from_json_schema(json.loads(f.read_text())["schema"], lenient=True))
+        except GadError:
+            continue
+    specs = [c for g in grammars for c in contexts(g)]
+    rows: dict[str, dict[str, list[float]]] = {"compiled": {"t": [], "n": []}, "python": {"t": [], "n": []}}
+    by_python_only = 0
+    for terms, ignore, unless, n_main, uni in specs:
+        for t in terms:
+            t.byte_tables()  # (warm: each terminal's tables and step memos are built once per process)
+        kernels.ENABLED = False
+        LexerDFA(terms, ignore, unless, n_main, uni)
+        built = {}
+        for name, on in (("compiled", True), ("python", False)):
+            kernels.ENABLED = on
+            t0 = time.perf_counter()
+            dfa = LexerDFA(terms, ignore, unless, n_main, uni)
+            dt = time.perf_counter() - t0
+            built[name] = dfa
+            rows[name]["t"].append(dt)
+            rows[name]["n"].append(dfa.n_states)
+        kernels.ENABLED = True
+        a, b = built["compiled"], built["python"]
+        assert a._keys == b._keys and np.array_equal(a.table, b.table) and a.forks == b.forks, a.names
+        if not a.compiled_build:  # (both ran the Python builder: not a comparison)
+            by_python_only += 1
+            for r in rows.values():
+                r["t"].pop()
+                r["n"].pop()
+    print(f"{len(grammars)} grammars, {len(specs)} contexts ({by_python_only} left to the Python builder: a "
+          "terminal names a non-ASCII character, or over 62 terminals)")
+    print("| builder | contexts | states | total ms | µs per state | contexts over 300 states: ms, µs per state |")
+    print("|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        t, n = np.asarray(r["t"]), np.asarray(r["n"])
+        big = n > 300
+        print(f"| {name} | {t.size} | {int(n.sum()):,} | {1e3 * t.sum():,.0f} | {1e6 * t.sum() / n.sum():.1f} | "
+              f"{1e3 * t[big].sum():,.0f} ms, {1e6 * t[big].sum() / max(1, n[big].sum()):.1f} |")
+    ratio = np.sum(rows["python"]["t"]) / np.sum(rows["compiled"]["t"])
+    print(f"Python / compiled total build time: {ratio:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
