@@ -262,15 +262,15 @@ class TerminalAutomaton:
         return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_prefixes": None, "_info": {},
                 "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None}
 
-    def byte_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[int] | None, np.ndarray]:
+    def byte_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[int] | None, np.ndarray, np.ndarray]:
         """The automaton as arrays over local state numbers (the states in ascending order), for the
         compiled lexer build: ``(asc, ae, fin, initial, states)`` with ``asc`` ``(n, 128)`` int32 the
         next live state per ASCII byte (what :meth:`step` gives; -1 dead), ``ae`` ``(n,)`` int32 the
         next live state after a character the alphabet does not name (``anything_else``), ``fin``
         ``(n,)`` bool the final states, ``initial`` the initial state's number, and ``states`` the
         automaton's own state per local number (None when they are ``0 .. n-1`` already), then the
-        ``(128,)`` int32 class of each ASCII byte (bytes of one class: the same column of ``asc``),
-        the classes numbered by first byte."""
+        ``(128,)`` int32 class of each ASCII byte (bytes of one alphabet class: the same column of
+        ``asc``), the classes numbered by first byte, and ``(n,)`` bool: :meth:`extendable` per state."""
         r = self._tables
         if r is None:
             fsm = self.fsm
@@ -302,7 +302,8 @@ class TerminalAutomaton:
             init = fsm.initial if loc is None else loc[fsm.initial]
             # the ASCII bytes by alphabet class (every state moves a class alike), numbered by first byte
             r = self._tables = (asc, ae, fin, int(cast(Any, init)), None if ident else states,
-                                kernels.byte_classes(col[None, :]) if kernels.AVAILABLE else col.astype(np.int32))
+                                kernels.byte_classes(col[None, :]) if kernels.AVAILABLE else col.astype(np.int32),
+                                (asc >= 0).any(axis=1) | (ae >= 0))
         return r
 
     def ascii_info(self, state: int) -> AsciiInfo:
@@ -791,8 +792,8 @@ class LexerDFA:
         self._index: dict = {start: START}
         # rows[s][b]: the table as tuples of ints (scalar steps; a tuple of ints is not followed by
         # Python's garbage collector, which otherwise visits 256 slots per state at every full pass);
-        # None after a compiled build until first asked for (:attr:`rows`)
-        self._rows: list[tuple[int, ...]] | None = [(DEAD,) * 256, ()]
+        # after a compiled build, made on first use (__getattr__)
+        self.rows: list[tuple[int, ...]] = [(DEAD,) * 256, ()]
         self._fork_list: list[int] = [-1, -1]
         # terminals a match of terminal i cuts (the later main ones, less keyword targets)
         self._cut: list[list[int]] = [[j for j in range(i + 1, self.n_main) if j not in self._no_cut]
@@ -836,54 +837,112 @@ class LexerDFA:
             self._too_many_states()
         karr, table = cast(tuple[np.ndarray, np.ndarray], built)
         n = karr.shape[0]
+        # keys, their index and the rows as tuples are made on first use (__getattr__): a context that
+        # only the compiled walks read never needs them
+        for name in ("_keys", "_index", "rows"):
+            self.__dict__.pop(name, None)
+        self._karr = karr
+        best = karr[:, n_terms]
+        cand = (karr[:, n_terms + 1] == 0) & (best >= 0)
+        cand[DEAD] = False
+        at = np.flatnonzero(cand)
+        st = karr[at, best[at]]
+        at = at[(st >= 0) & fin[off[best[at]] + np.maximum(st, 0)]]
+        forks = [-1] * n
+        reach = np.zeros(n, dtype=np.int64)
+        if at.size:
+            self._compiled_forks(karr, at, tabs, off, fin, forks, reach)
+        self._fork_list = forks
+        kernels.product_reach(table, reach)
+        self._reach_list = reach.tolist()
+        self._finish(0, table)
+
+    def _compiled_forks(self, karr: np.ndarray, at: np.ndarray, tabs: list[tuple], off: np.ndarray,
+                        fin: np.ndarray, forks: list[int], reach: np.ndarray) -> None:
+        """:meth:`_fork` of the states ``at`` of a compiled build (their lexeme may close), from its key
+        rows ``karr``: ids into ``forks``, winner bits into ``reach``; the new forks' ok-bytes from the
+        terminals' tables at once."""
+        n_terms = len(self.terms)
+        names, unless = self.names, self.unless
+        maps = [tb[4] for tb in tabs]
+        offs = off.tolist()
+        fin_l = fin.tolist()
+        ext_l = np.concatenate([tb[6] for tb in tabs]).tolist()
+        index = self._fork_index
+        new_entries: list[list[tuple[int, int]]] = []  # per new fork, its guard's (table row, terminal offset)
+        for s, r in zip(at.tolist(), karr[at].tolist()):
+            b = r[n_terms]
+            w = b
+            for j in unless.get(b, ()):
+                if r[j] >= 0 and fin_l[offs[j] + r[j]]:
+                    w = j
+                    break
+            local = [(k, r[k]) for k in range(b) if r[k] >= 0]
+            if ext_l[offs[b] + r[b]]:  # the winner may still match a longer text
+                local.append((b, r[b]))
+            guard = frozenset((names[k], q if maps[k] is None else maps[k][q]) for k, q in local)
+            fk = (w, guard)
+            fid = index.get(fk)
+            if fid is None:
+                fid = index[fk] = len(self.forks)
+                self.forks.append(fk)
+                new_entries.append([(offs[k] + q, offs[k]) for k, q in local])
+            forks[s] = fid
+            reach[s] = 1 << self.forks[fid][0]
+        if new_entries:
+            ok = np.ones((len(new_entries), 256), dtype=bool)
+            entries = [e for es in new_entries for e in es]
+            if entries:
+                at_off = np.asarray(entries, dtype=np.intp)  # (entries, 2): table row, terminal's offset
+                nxt = np.concatenate([tb[0] for tb in tabs])[at_off[:, 0]]  # (entries, 128) next local states
+                # a byte completing an overriding terminal
+                kill = (nxt >= 0) & fin[at_off[:, 1:] + np.maximum(nxt, 0)]
+                lens = [len(es) for es in new_entries]
+                has = [i for i, k in enumerate(lens) if k]
+                starts = np.fromiter(accumulate([lens[i] for i in has[:-1]], initial=0), dtype=np.intp, count=len(has))
+                ok[has, :0x80] = ~np.logical_or.reduceat(kill, starts, axis=0)
+            self.fork_ok_byte.extend(ok)
+
+    def __getattr__(self, name: str) -> Any:
+        # the keys, their index and the rows of a compiled build, made on first use (then plain attributes)
+        karr = self.__dict__.get("_karr")
+        if karr is None or name not in ("_keys", "_index", "rows"):
+            raise AttributeError(name)
+        if name == "rows":
+            r: Any = list(map(tuple, self.table[:karr.shape[0]].tolist()))
+        elif name == "_index":
+            keys = self._keys
+            r = dict(zip(keys[1:karr.shape[0]], range(1, karr.shape[0])))
+        else:
+            r = self._compiled_keys(karr)
+        self.__dict__[name] = r
+        return r
+
+    def _compiled_keys(self, karr: np.ndarray) -> list:
+        """The state keys ``(main, best, guard, pending)`` of a compiled build's key rows ``karr``."""
+        n_terms = len(self.terms)
+        maps = [t.byte_tables()[4] for t in self.terms]
+        mapped = any(m is not None for m in maps)
+        pend = _PEND_KEYS
+        keys: list = [None]
         paused = gc.isenabled()  # (as in _explore: many small tuples, no cycles)
         if paused:
             gc.disable()
         try:
-            maps = [tb[4] for tb in tabs]
-            mapped = any(m is not None for m in maps)
-            pend = _PEND_KEYS
-            keys: list = [None]
             for r in karr[1:].tolist():
                 main = r[:n_terms]
                 if mapped:  # (back to the automata's own state numbers)
                     main = [m[v] if m is not None and v >= 0 else v for m, v in zip(maps, main)]
                 keys.append((tuple(main), r[n_terms], _NO_GUARD, pend[r[n_terms + 1]]))
-            self._keys = keys
-            self._index = dict(zip(keys[1:], range(1, n)))
-            self._rows = None
-            best = karr[:, n_terms]
-            cand = (karr[:, n_terms + 1] == 0) & (best >= 0)
-            cand[DEAD] = False
-            at = np.flatnonzero(cand)
-            st = karr[at, best[at]]
-            at = at[(st >= 0) & fin[off[best[at]] + np.maximum(st, 0)]]
-            forks = [-1] * n
-            reach = np.zeros(n, dtype=np.int64)
-            for s in at.tolist():
-                f = forks[s] = self._fork(keys[s])
-                reach[s] = 1 << self.forks[f][0]
-            self._fork_list = forks
-            kernels.product_reach(table, reach)
-            self._reach_list = reach.tolist()
         finally:
             if paused:
                 gc.enable()
-        self._finish(0, table)
+        return keys
 
     def _too_many_states(self) -> None:
         raise UnsupportedGrammarError(
             f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
             f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
-
-    @property
-    def rows(self) -> list[tuple[int, ...]]:
-        """The transition table as one tuple of 256 ints per state (``rows[s][b]``: scalar steps, faster
-        than indexing ``table``), made from ``table`` on first use after a compiled build."""
-        r = self._rows
-        if r is None:
-            r = self._rows = list(map(tuple, self.table.tolist()))
-        return r
 
     def start_for(self, guard: frozenset) -> int:
         """The state of the empty lexeme under ``guard`` (added, with what it reaches, on first use)."""
@@ -974,7 +1033,7 @@ class LexerDFA:
         """Extend the arrays with the states from ``first`` on (older states never change).  ``table``:
         the whole ``(n_states, 256)`` table of a compiled build, whose reachable winners are in
         ``_reach_list`` already."""
-        n = len(self._keys)
+        n = len(self._keys) if table is None else table.shape[0]
         old = self.n_states
         new_rows = np.zeros((n - old, 256), dtype=np.int32) if table is None else table
         if table is None and self._new_at:
