@@ -1,5 +1,6 @@
-"""Compiled loops of the token walks (numba): a lexer automaton run over the vocabulary's byte trie,
-or over a set of tokens from given byte offsets.
+"""Compiled loops of the engine (numba): a lexer automaton run over the vocabulary's byte trie, or over
+a set of tokens from given byte offsets; and the lexer automaton itself, built as the product of a
+context's terminal automata (:func:`explore_product`, for :class:`gad.engine.lexer.LexerDFA`).
 
 These are the engine's hot loops on a state no mask has reached before: a whole-vocabulary walk
 in numpy costs one pass of ~15 array operations per depth of the trie (milliseconds on 49k tokens);
@@ -7,9 +8,12 @@ the same walk compiled costs ~10 ns per trie node (`benchmarks/bench_walks.py`).
 the numpy walk of :class:`gad.engine.compiler.CompiledGrammar` it replaces returns (tested equal,
 token by token and fork by fork, against a scalar walk in ``tests/engine/test_fast_paths.py``).
 
+The product builds the same automaton as the Python builder, state for state
+(``tests/engine/test_lexer_build.py`` checks both against one reference).
+
 numba is a dependency of gad; where it cannot be imported (a venv installed with ``--no-deps``),
-:data:`AVAILABLE` is False and the engine keeps its numpy walks.  ``GAD_KERNELS=0`` turns the
-compiled walks off as well (for comparisons; masks are the same either way).  Compiled code is
+:data:`AVAILABLE` is False and the engine keeps its numpy walks and Python builder.  ``GAD_KERNELS=0``
+turns the compiled loops off as well (for comparisons; masks are the same either way).  Compiled code is
 cached by numba beside this file (or in numba's user cache folder), like Python's own bytecode.
 """
 

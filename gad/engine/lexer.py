@@ -18,6 +18,11 @@ terminal.  gad follows every reading that is still possible:
   completes one of them kills that reading, as Lark would have lexed the text the other way;
 * a lexeme never matches the empty string (Lark refuses zero-width terminals).
 
+Building: from the start state, by a compiled breadth-first product of the terminals' automata
+(:func:`gad.engine.kernels.explore_product`) wherever no terminal of the grammar names a non-ASCII
+character; otherwise, and for the start states a guard adds later, in Python.  Both give the same
+states, numbered alike.
+
 What remains different from Python's ``re`` (README "Exactness"): a terminal's own match is its
 **longest** match, which is what ``re`` returns for the usual greedy patterns but not for lazy
 quantifiers (``/a+?/``) or an alternation whose earlier branch is a proper prefix of a later one
@@ -471,6 +476,8 @@ class LexerDFA:
         reach: per state, a bit set (Python int) of the winners of the forks reachable from it.
         reach_group / reach_values: states grouped by identical ``reach`` sets (vectorised checks).
         n_states: number of states so far; ``version`` grows with it (keys caches of ``ok_states``).
+        compiled_build: the states reached from the start were built by the compiled product (their
+            keys, key index and tuple rows are then made on first use).
 
     Building: states are numbered breadth-first, each state's successors in the order of the first
     byte leading to them (what stepping bytes 0-255 one by one would give; ``tests/engine/

@@ -1,0 +1,142 @@
+"""Where gad's slow MaskBench masks spend their time: each mask's time split over the engine's parts.
+
+Runs gad alone the way ``bench_schema.py`` does (same files, same tokenizer, same set-up, frozen
+start-up heap), with a timer around each engine part: building a lexer automaton
+(``LexerDFA.__init__`` / ``_explore``), root walks (``CompiledGrammar.root``), child walks
+(``_walk``), mask fills (``_fill``), context look-ups (``ctx``), parser queries (``allowed_bits``,
+``ok_states``) and Python's cyclic collector by generation (``gc.callbacks``); each part's time is
+its own (nested parts subtracted).  Prints, for the masks over each threshold, how many there are,
+their total time and each part's share.  The timers add a few µs per call: read the shares, not the
+totals, and compare the totals with ``bench_schema.py``'s only roughly.
+
+    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm lazy] [--thresholds-us 340 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_schema import DEFAULT_DATA, GadEngine  # noqa: E402
+
+
+class PartTimer:
+    """Exclusive time per labelled part, nested calls subtracted from their callers."""
+
+    def __init__(self) -> None:
+        self.acc: dict[str, float] = {}
+        self.stack: list[list[Any]] = []
+
+    def enter(self, label: str) -> None:
+        self.stack.append([label, time.perf_counter(), 0.0])
+
+    def leave(self) -> None:
+        label, t0, inner = self.stack.pop()
+        dt = time.perf_counter() - t0
+        self.acc[label] = self.acc.get(label, 0.0) + dt - inner
+        if self.stack:
+            self.stack[-1][2] += dt
+
+    def wrap(self, cls: Any, name: str, label: str) -> None:
+        fn = getattr(cls, name)
+
+        def timed(*a: Any, **k: Any) -> Any:
+            self.enter(label)
+            try:
+                return fn(*a, **k)
+            finally:
+                self.leave()
+
+        setattr(cls, name, timed)
+
+    def gc_callback(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.enter(f"gc gen{info['generation']}")
+        else:
+            self.leave()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
+    ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
+    ap.add_argument("--max-tests", type=int, default=4, help="tests per file, at most (default: %(default)s)")
+    ap.add_argument("--gad-warm", choices=["lazy", "automata", "all"], default="lazy",
+                    help="gad.compile's warm= for the schemas, as in bench_schema.py (default: %(default)s)")
+    ap.add_argument("--thresholds-us", type=float, nargs="+", default=[340.0, 1000.0],
+                    help="report the masks slower than each (default: %(default)s)")
+    args = ap.parse_args(argv)
+    if not args.data.is_dir():
+        print(f"MaskBench folder not found: {args.data}", file=sys.stderr)
+        return 2
+    from transformers import AutoTokenizer
+
+    from gad.engine import compiler, lexer
+    from gad.grammar.json_schema import convert
+    from gad.models.hf import _resolve_model_dir
+
+    tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
+    engine = GadEngine(tok, args.gad_warm)
+    timer = PartTimer()
+    for cls, name, label in [(lexer.LexerDFA, "__init__", "lexer automaton build"),
+                             (lexer.LexerDFA, "_explore", "lexer automaton build"),
+                             (compiler.CompiledGrammar, "root", "root walk"),
+                             (compiler.CompiledGrammar, "_walk", "child walk"),
+                             (compiler.CompiledGrammar, "_fill", "mask fill"),
+                             (compiler.CompiledGrammar, "ctx", "context look-up"),
+                             (compiler.CompiledGrammar, "allowed_bits", "parser queries"),
+                             (compiler.CompiledGrammar, "ok_states", "parser queries")]:
+        timer.wrap(cls, name, label)
+    gc.collect()
+    gc.freeze()
+    gc.callbacks.append(timer.gc_callback)
+    masks: list[tuple[float, dict[str, float]]] = []
+    for f in sorted(args.data.glob("*.json"))[:: args.step]:
+        d = json.loads(f.read_text())
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sg = convert(d["schema"], lenient=True)
+            handle = engine.start(d["schema"])
+        except Exception:  # noqa: BLE001 - a refused schema (GadError) or a peer-style failure is not timed
+            continue
+        for t in d["tests"][: args.max_tests]:
+            if not t["valid"]:
+                continue
+            m = engine.fresh(handle)
+            for i in tok.encode(sg.dumps(t["data"]), add_special_tokens=False):
+                timer.acc.clear()
+                timer.enter("rest of mask_for")
+                t0 = time.perf_counter()
+                engine.mask(m)
+                dt = time.perf_counter() - t0
+                timer.leave()
+                masks.append((dt, dict(timer.acc)))
+                if not engine.accept(m, i):
+                    break
+    gc.callbacks.remove(timer.gc_callback)
+    times = np.asarray([dt for dt, _ in masks])
+    print(f"gad (warm={args.gad_warm}), every {args.step}th file: {times.size:,} masks timed, "
+          f"p50 {1e6 * np.percentile(times, 50):.0f} µs, p99 {1e6 * np.percentile(times, 99):,.0f} µs")
+    labels = sorted({k for _, parts in masks for k in parts})
+    print("| masks over | count | total s | " + " | ".join(labels) + " |")
+    print("|---|---|---|" + "---|" * len(labels))
+    for thr in args.thresholds_us:
+        sel = [(dt, parts) for dt, parts in masks if dt > thr * 1e-6]
+        total = sum(dt for dt, _ in sel) or 1.0
+        share = {k: sum(p.get(k, 0.0) for _, p in sel) / total for k in labels}
+        print(f"| {thr:,.0f} µs | {len(sel):,} | {total:.2f} | " + " | ".join(f"{share[k]:.0%}" for k in labels) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
