@@ -668,7 +668,7 @@ class CompiledGrammar:
         n = len(dfa.terms)
         ids = []
         for st, matched, pend in keys:
-            sid = dfa._index.get(_solo_key(n, i, st, i if matched else -1, pend))
+            sid = dfa.state_of(_solo_key(n, i, st, i if matched else -1, pend))
             if sid is None:
                 return None
             ids.append(sid)
@@ -690,7 +690,7 @@ class CompiledGrammar:
         states = np.flatnonzero(np.bincount(node.end_state, minlength=1)) if node.end_state.size else node.end_state
         keys = []
         for s in states.tolist():
-            main, best, _, pend = dfa._keys[s]
+            main, best, _, pend = cast(tuple, dfa.key(s))
             keys.append((main[i], best == i, pend))
         lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
         lut[states] = np.arange(states.size, dtype=np.int32)
@@ -709,7 +709,7 @@ class CompiledGrammar:
         tokens' first bytes: inside an object's key, the any-string terminal's state without the
         literal keys, from which :meth:`_derived_root_walk` derives ``d``'s walk.  None if there is none."""
         dfa = self.ctx(cid)
-        main, best, guard, pend = dfa._keys[d]
+        main, best, guard, pend = cast(tuple, dfa.key(d))
         if guard:
             return None
         alive = [j for j, st in enumerate(main) if st >= 0]
@@ -721,7 +721,7 @@ class CompiledGrammar:
         for j in alive:
             if best not in (-1, j) or j >= dfa.n_main:
                 continue
-            p = dfa._index.get(_solo_key(n, j, main[j], best, pend))
+            p = dfa.state_of(_solo_key(n, j, main[j], best, pend))
             if p is None:
                 continue
             at_hand = (cid, p) in self._roots or self._term_key(dfa, j, (main[j], best == j, pend)) in _TERM_WALKS
@@ -1789,7 +1789,7 @@ def _one_terminal(dfa: LexerDFA, d: int) -> tuple[int, tuple] | None:
     no other terminal alive (so no keyword retyping: its targets are dead), no guard, no other
     terminal having matched first, and one the scanner tries (index below ``n_main``) — so that its
     walk depends on that terminal's automaton only; else None."""
-    key = dfa._keys[d]
+    key = dfa.key(d)
     if key is None:
         return None
     main, best, guard, pend = key

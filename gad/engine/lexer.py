@@ -925,6 +925,38 @@ class LexerDFA:
         self.__dict__[name] = r
         return r
 
+    def key(self, d: int) -> tuple | None:
+        """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
+        making every key of a compiled build."""
+        keys = self.__dict__.get("_keys")
+        if keys is not None or d >= self._karr.shape[0]:
+            return self._keys[d]
+        if d == DEAD:
+            return None
+        n_terms = len(self.terms)
+        r = self._karr[d].tolist()
+        main = r[:n_terms]
+        maps = [t.byte_tables()[4] for t in self.terms]
+        if any(m is not None for m in maps):
+            main = [m[v] if m is not None and v >= 0 else v for m, v in zip(maps, main)]
+        return tuple(main), r[n_terms], _NO_GUARD, _PEND_KEYS[r[n_terms + 1]]
+
+    def state_of(self, key: tuple) -> int | None:
+        """The state whose key is ``key``, or None.  On a compiled build whose keys are not made yet, a
+        search of its key rows (tens of µs) instead of making every key and their index."""
+        index = self.__dict__.get("_index")
+        if index is not None or "_karr" not in self.__dict__:
+            return self._index.get(key)
+        main, best, guard, pend = key
+        code = _PEND_CODE.get(pend)
+        if guard or code is None or len(main) != len(self.terms):
+            return None  # (a compiled build's states have no guard and no named partial character)
+        if any(t.byte_tables()[4] is not None for t, q in zip(self.terms, main) if q >= 0):
+            return self._index.get(key)  # (automaton states not numbered 0..n-1: the index itself)
+        row = np.asarray([*main, best, code], dtype=np.int32)
+        hit = np.flatnonzero((self._karr == row).all(axis=1))
+        return int(hit[0]) if hit.size else None
+
     def _compiled_keys(self, karr: np.ndarray) -> list:
         """The state keys ``(main, best, guard, pending)`` of a compiled build's key rows ``karr``."""
         n_terms = len(self.terms)
