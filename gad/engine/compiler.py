@@ -349,9 +349,12 @@ class CompiledGrammar:
         (``gad.compile(..., warm="automata")``): the first mask of a new lexer context then walks
         tokens only.  Automata shared across grammars (``share=True``) are taken from the process-wide
         store when another grammar built them.  A compiled build's tuple rows (which scalar walks of a
-        few tokens step on) are made here too, not in the first mask that needs them.  Returns ``self``."""
+        few tokens step on) and key index (which the start states a guard adds extend) are made here
+        too, not in the first mask that needs them.  Returns ``self``."""
         for cid in sorted(set(self.state_ctx.values())):
-            self.ctx(cid).rows  # noqa: B018 - made on first use (LexerDFA.__getattr__)
+            dfa = self.ctx(cid)
+            dfa.rows  # noqa: B018 - made on first use (LexerDFA.__getattr__)
+            dfa._index  # noqa: B018
         return self
 
     def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
