@@ -77,20 +77,18 @@ def main(argv: list[str] | None = None) -> int:
             kernels.ENABLED = on
             t0 = time.perf_counter()
             dfa = LexerDFA(terms, ignore, unless, n_main, uni)
-            dt = time.perf_counter() - t0
-            built[name] = dfa
-            rows[name]["t"].append(dt)
-            rows[name]["n"].append(dfa.n_states)
+            built[name] = (dfa, time.perf_counter() - t0)
         kernels.ENABLED = True
-        a, b = built["compiled"], built["python"]
+        (a, _), (b, t_python) = built["compiled"], built["python"]
         assert a._keys == b._keys and np.array_equal(a.table, b.table) and a.forks == b.forks, a.names
         if not a.compiled_build:  # (both ran the Python builder: not a comparison)
             by_python_only += 1
-            python_only[0] += rows["python"]["t"][-1]
-            python_only[1] += rows["python"]["n"][-1]
-            for r in rows.values():
-                r["t"].pop()
-                r["n"].pop()
+            python_only[0] += t_python
+            python_only[1] += b.n_states
+            continue
+        for name, (dfa, dt) in built.items():
+            rows[name]["t"].append(dt)
+            rows[name]["n"].append(dfa.n_states)
     print(f"{len(grammars)} grammars, {len(specs)} contexts ({by_python_only} left to the Python builder: a "
           f"terminal names a non-ASCII character, or over 62 terminals; {python_only[1]:,} states, "
           f"{1e3 * python_only[0]:,.0f} ms)")

@@ -36,7 +36,7 @@ import gc
 import re
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import interegular
 import numpy as np
@@ -103,6 +103,7 @@ for _b, _k in _LEAD.items():
     _LEAD_CODE[_b] = _PEND_CODE[_k]
 # the compiled build keeps each state's reachable fork winners in an int64 bit set
 _COMPILED_MAX_TERMS = 62
+
 
 def _joint_classes(classes: list[np.ndarray]) -> np.ndarray:
     """The common refinement of per-automaton ``(128,)`` byte classes: ``(128,)`` int32, two bytes in
@@ -307,7 +308,7 @@ class TerminalAutomaton:
             init = fsm.initial if loc is None else loc[fsm.initial]
             # the ASCII bytes by alphabet class (every state moves a class alike), numbered by first byte
             r = self._tables = (asc, ae, fin, int(cast(Any, init)), None if ident else states,
-                                kernels.byte_classes(col[None, :]) if kernels.AVAILABLE else col.astype(np.int32),
+                                kernels.byte_classes(col[None, :]),
                                 (asc >= 0).any(axis=1) | (ae >= 0))
         return r
 
@@ -837,12 +838,13 @@ class LexerDFA:
         no_cut = np.asarray([j in self._no_cut for j in range(n_terms)], dtype=bool)
         start = np.asarray([tb[3] for tb in tabs], dtype=np.int32)
         fin = np.concatenate([tb[2] for tb in tabs])
-        built = kernels.explore_product(np.concatenate([tb[0] for tb in tabs]), np.concatenate([tb[1] for tb in tabs]),
+        asc = np.concatenate([tb[0] for tb in tabs])
+        built = kernels.explore_product(asc, np.concatenate([tb[1] for tb in tabs]),
                                         fin, off, self.n_main, no_cut, _PEND_TABLE, _LEAD_CODE,
                                         _joint_classes([tb[5] for tb in tabs]), start, MAX_CONTEXT_STATES)
         if built is None:
             self._too_many_states()
-        karr, table = cast(tuple[np.ndarray, np.ndarray], built)
+        karr, table = built
         n = karr.shape[0]
         # keys, their index and the rows as tuples are made on first use (__getattr__): a context that
         # only the compiled walks read never needs them
@@ -858,17 +860,17 @@ class LexerDFA:
         forks = [-1] * n
         reach = np.zeros(n, dtype=np.int64)
         if at.size:
-            self._compiled_forks(karr, at, tabs, off, fin, forks, reach)
+            self._compiled_forks(karr, at, tabs, off, asc, fin, forks, reach)
         self._fork_list = forks
         kernels.product_reach(table, reach)
         self._reach_list = reach.tolist()
         self._finish(0, table)
 
     def _compiled_forks(self, karr: np.ndarray, at: np.ndarray, tabs: list[tuple], off: np.ndarray,
-                        fin: np.ndarray, forks: list[int], reach: np.ndarray) -> None:
+                        asc: np.ndarray, fin: np.ndarray, forks: list[int], reach: np.ndarray) -> None:
         """:meth:`_fork` of the states ``at`` of a compiled build (their lexeme may close), from its key
         rows ``karr``: ids into ``forks``, winner bits into ``reach``; the new forks' ok-bytes from the
-        terminals' tables at once."""
+        terminals' stacked tables (``asc``, ``fin``, rows at ``off``) at once."""
         n_terms = len(self.terms)
         names, unless = self.names, self.unless
         maps = [tb[4] for tb in tabs]
@@ -901,7 +903,7 @@ class LexerDFA:
             entries = [e for es in new_entries for e in es]
             if entries:
                 at_off = np.asarray(entries, dtype=np.intp)  # (entries, 2): table row, terminal's offset
-                nxt = np.concatenate([tb[0] for tb in tabs])[at_off[:, 0]]  # (entries, 128) next local states
+                nxt = asc[at_off[:, 0]]  # (entries, 128) next local states
                 # a byte completing an overriding terminal
                 kill = (nxt >= 0) & fin[at_off[:, 1:] + np.maximum(nxt, 0)]
                 lens = [len(es) for es in new_entries]
@@ -921,7 +923,7 @@ class LexerDFA:
             keys = self._keys
             r = dict(zip(keys[1:karr.shape[0]], range(1, karr.shape[0])))
         else:
-            r = self._compiled_keys(karr)
+            r = [None, *self._compiled_keys(karr[1:])]
         self.__dict__[name] = r
         return r
 
@@ -931,15 +933,7 @@ class LexerDFA:
         keys = self.__dict__.get("_keys")
         if keys is not None or d >= self._karr.shape[0]:
             return self._keys[d]
-        if d == DEAD:
-            return None
-        n_terms = len(self.terms)
-        r = self._karr[d].tolist()
-        main = r[:n_terms]
-        maps = [t.byte_tables()[4] for t in self.terms]
-        if any(m is not None for m in maps):
-            main = [m[v] if m is not None and v >= 0 else v for m, v in zip(maps, main)]
-        return tuple(main), r[n_terms], _NO_GUARD, _PEND_KEYS[r[n_terms + 1]]
+        return self._compiled_keys(self._karr[d:d + 1])[0] if d != DEAD else None
 
     def state_of(self, key: tuple) -> int | None:
         """The state whose key is ``key``, or None.  On a compiled build whose keys are not made yet, a
@@ -957,18 +951,19 @@ class LexerDFA:
         hit = np.flatnonzero((self._karr == row).all(axis=1))
         return int(hit[0]) if hit.size else None
 
-    def _compiled_keys(self, karr: np.ndarray) -> list:
-        """The state keys ``(main, best, guard, pending)`` of a compiled build's key rows ``karr``."""
+    def _compiled_keys(self, karr: np.ndarray) -> list[tuple]:
+        """The state keys ``(main, best, guard, pending)`` of key rows ``karr`` of a compiled build
+        (no dead row)."""
         n_terms = len(self.terms)
         maps = [t.byte_tables()[4] for t in self.terms]
         mapped = any(m is not None for m in maps)
         pend = _PEND_KEYS
-        keys: list = [None]
+        keys: list[tuple] = []
         paused = gc.isenabled()  # (as in _explore: many small tuples, no cycles)
         if paused:
             gc.disable()
         try:
-            for r in karr[1:].tolist():
+            for r in karr.tolist():
                 main = r[:n_terms]
                 if mapped:  # (back to the automata's own state numbers)
                     main = [m[v] if m is not None and v >= 0 else v for m, v in zip(maps, main)]
@@ -978,7 +973,7 @@ class LexerDFA:
                 gc.enable()
         return keys
 
-    def _too_many_states(self) -> None:
+    def _too_many_states(self) -> NoReturn:
         raise UnsupportedGrammarError(
             f"the lexer automaton of terminals {', '.join(self.names)} needs more than "
             f"{MAX_CONTEXT_STATES:,} states; simplify their patterns")
