@@ -69,6 +69,8 @@ FEW_WALK_TOKENS = 24
 # TRIE_WALK_BUDGET live nodes
 TRIE_ROOT_TOKENS = 8192
 TRIE_WALK_BUDGET = 256
+# a walk node with at most this many end tokens has them checked one by one when a mask is filled
+SMALL_FILL_TOKENS = 8
 
 
 @dataclass
@@ -86,6 +88,11 @@ class WalkNode:
         end_states: ``(k,)`` the distinct end states (or a superset), and ``dense_any``: ``(vocab,)``
             bool, the tokens ending here (both built with ``dense_end``): where every end state can still close as an
             allowed terminal — inside a string, all of them — the mask takes ``dense_any`` whole.
+        plan: what :meth:`CompiledGrammar._fill` reads, made on first use and never saved: the end
+            tokens as ``(id, state)`` pairs when at most :data:`SMALL_FILL_TOKENS` (else None), and
+            per fork ``(fork id, terminal name or None if ignored, guard, token ids, offsets)``.
+        by_state: the end tokens of a large node grouped by end state, made on first use and never
+            saved: ``(states (k,) int32, starts (k + 1,) int64, token ids (n,) int32)``.
     """
 
     end_tok: np.ndarray
@@ -95,6 +102,11 @@ class WalkNode:
     dense_end: np.ndarray | None = None
     end_states: np.ndarray | None = None
     dense_any: np.ndarray | None = None
+    plan: tuple | None = None
+    by_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("plan", "by_state")}
 
 
 class _ParseTable:
@@ -1302,42 +1314,92 @@ class CompiledGrammar:
         return ns, self.ctx(self.state_ctx[self._stk_state[ns]]).start_for(guard)
 
     def _fill(self, m: np.ndarray, stack: Stack, cid: int, node: WalkNode) -> None:
-        if node.end_tok.size:
-            ok = self.ok_states(cid, self.allowed_bits(stack))
-            if node.end_tok.size > self._dense_min:
-                if node.dense_end is None:
-                    node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
-                    node.dense_end[node.end_tok] = node.end_state
-                if node.end_states is None or node.dense_any is None:
-                    node.end_states = np.flatnonzero(np.bincount(node.end_state)).astype(np.int32)  # (not np.unique: a sort)
-                    node.dense_any = node.dense_end != DEAD
-                ok_end = ok[node.end_states]
-                if ok_end.all():
-                    m |= node.dense_any
-                elif ok_end.any():
-                    if kernels.ENABLED:
-                        kernels.fill(m, ok, node.end_tok, node.end_state, node.dense_end)
-                    else:
-                        m |= ok[node.dense_end]
-            elif kernels.ENABLED:
-                kernels.fill(m, ok, node.end_tok, node.end_state, None)
-            else:
-                m[node.end_tok[ok[node.end_state]]] = True
-        if not node.groups:
-            return
-        dfa = self.ctx(cid)
+        """OR into ``m`` ``(vocab,)`` bool the tokens of walk ``node`` (context ``cid``) allowed at parser
+        stack ``stack``: those ending inside a lexeme that can still close as a terminal the parser can
+        shift, and, through each fork the parser can take, the same of the fork's child walk (walked on
+        first use).  Iterative over the walk tree; a node's forks are read from :attr:`WalkNode.plan`
+        (made on first use) and its few end tokens are checked one by one (a compiled call costs more)."""
+        hits: list[int] = []
+        todo = [(stack, cid, node)]
+        feed_memo, allowed_memo, ok_memo = self._feed_memo, self._allowed_memo, self._ok_memo
+        stk_state, state_ctx, dfas, share = self._stk_state, self.state_ctx, self._dfas, self._share
+        while todo:
+            stack, cid, node = todo.pop()
+            dfa = dfas[cid] or self.ctx(cid)
+            plan = node.plan
+            if plan is None:
+                plan = self._plan(node, dfa)
+            small, groups = plan
+            if node.end_tok.size:
+                bits = allowed_memo.get(stack)
+                if bits is None:
+                    bits = self.allowed_bits(stack)
+                ok = ok_memo.get((cid, bits))
+                if ok is None or ok.shape[0] != dfa.n_states:
+                    ok = self.ok_states(cid, bits)
+                if small is not None:
+                    hits.extend([t for t, s in small if ok[s]])
+                else:
+                    self._fill_ends(m, ok, node)
+            for fid, term, guard, tok, off in groups:
+                if term is None:  # an ignored lexeme closes: same parser stack
+                    nstack: Stack | None = stack
+                else:
+                    nstack = feed_memo.get((stack, term), -2)
+                    if nstack == -2:
+                        nstack = self.feed(stack, term)
+                    if nstack is None:
+                        continue
+                ncid = state_ctx[stk_state[nstack]]
+                ck = (fid, (dfas[ncid] or self.ctx(ncid)).serial) if share else (fid, ncid)  # _child_key
+                child = node.children.get(ck)
+                if child is None:
+                    child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
+                    node.children[ck] = child
+                todo.append((nstack, ncid, child))
+        if hits:
+            m[hits] = True
+
+    def _plan(self, node: WalkNode, dfa: LexerDFA) -> tuple:
+        """:attr:`WalkNode.plan` of ``node`` (a walk of ``dfa``), made and kept."""
+        small = None
+        if 0 < node.end_tok.size <= SMALL_FILL_TOKENS:
+            small = tuple(zip(node.end_tok.tolist(), node.end_state.tolist()))
+        groups = []
         for fid, (tok, off) in node.groups.items():
             w, guard = dfa.forks[fid]
-            nstack: Stack | None = stack if dfa.ignore[w] else self.feed(stack, dfa.names[w])
-            if nstack is None:
-                continue
-            ncid = self.state_ctx[self._stk_state[nstack]]
-            ck = self._child_key(fid, ncid)
-            child = node.children.get(ck)
-            if child is None:
-                child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
-                node.children[ck] = child
-            self._fill(m, nstack, ncid, child)
+            groups.append((fid, None if dfa.ignore[w] else dfa.names[w], guard, tok, off))
+        node.plan = (small, tuple(groups))
+        return node.plan
+
+    def _fill_ends(self, m: np.ndarray, ok: np.ndarray, node: WalkNode) -> None:
+        """OR into ``m`` the end tokens of ``node`` whose end state is in ``ok`` ``(n_states,)`` bool."""
+        if node.end_tok.size > self._dense_min:
+            if node.dense_end is None:
+                node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
+                node.dense_end[node.end_tok] = node.end_state
+            if node.end_states is None or node.dense_any is None:
+                node.end_states = np.flatnonzero(np.bincount(node.end_state)).astype(np.int32)  # (not np.unique: a sort)
+                node.dense_any = node.dense_end != DEAD
+            ok_end = ok[node.end_states]
+            if ok_end.all():
+                m |= node.dense_any
+            elif ok_end.any():
+                if kernels.ENABLED:
+                    if node.by_state is None:
+                        counts = np.bincount(node.end_state)
+                        states = np.flatnonzero(counts)
+                        starts = np.zeros(states.size + 1, dtype=np.int64)
+                        np.cumsum(counts[states], out=starts[1:])
+                        order = np.argsort(node.end_state, kind="stable")
+                        node.by_state = (states.astype(np.int32), starts, node.end_tok[order])
+                    kernels.fill_by_state(m, ok, *node.by_state)
+                else:
+                    m |= ok[node.dense_end]
+        elif kernels.ENABLED:
+            kernels.fill(m, ok, node.end_tok, node.end_state)
+        else:
+            m[node.end_tok[ok[node.end_state]]] = True
 
     # ----------------------------------------------------------------------- scalar transitions
     def hypotheses(self, stack: Stack, d: int) -> list[tuple[Stack, int]]:

@@ -330,13 +330,6 @@ def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.nda
 
 
 @_jit
-def _fill_dense(m: np.ndarray, ok: np.ndarray, dense: np.ndarray) -> None:  # pragma: no cover - compiled
-    for t in range(dense.size):
-        if ok[dense[t]]:
-            m[t] = True
-
-
-@_jit
 def _fill_sparse(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray
                  ) -> None:  # pragma: no cover - compiled
     for i in range(end_tok.size):
@@ -344,15 +337,23 @@ def _fill_sparse(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: 
             m[end_tok[i]] = True
 
 
-def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray,
-         dense: np.ndarray | None) -> None:
+@_jit
+def fill_by_state(m: np.ndarray, ok: np.ndarray, states: np.ndarray, starts: np.ndarray,
+                  toks: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Set ``m[t]`` ``(vocab,)`` bool for the tokens of every end state ``s`` with ``ok[s]``, the tokens
+    grouped by end state: ``toks[starts[i]:starts[i + 1]]`` end in ``states[i]`` (``(k,)`` int32,
+    ``starts`` ``(k + 1,)`` int64).  Touches only the tokens that are set, not the whole vocabulary."""
+    for i in range(states.size):
+        if ok[states[i]]:
+            for j in range(starts[i], starts[i + 1]):
+                m[toks[j]] = True
+
+
+def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray) -> None:
     """Set ``m[t]`` ``(vocab,)`` bool for every token ``t`` ending in a state ``s`` with ``ok[s]``
-    (``ok``: ``(n_states,)`` bool, False at the dead state 0): from ``dense`` ``(vocab,)`` int32 end
-    states by token id when given, else from ``end_tok`` / ``end_state`` ``(k,)`` int32."""
-    if dense is not None:
-        _fill_dense(m, ok, dense)
-    else:
-        _fill_sparse(m, ok, end_tok, end_state)
+    (``ok``: ``(n_states,)`` bool, False at the dead state 0), from ``end_tok`` / ``end_state``
+    ``(k,)`` int32."""
+    _fill_sparse(m, ok, end_tok, end_state)
 
 
 # ------------------------------------------------------------------- lexer automata (the product)
@@ -675,7 +676,7 @@ def load() -> None:
     lens.setflags(write=False)
     _token_walk(flat, i32, ok, 1, mat, lens, i32, i32, i32.copy(), i32.copy(), i32.copy(), i32.copy(), i32.copy())
     m = np.zeros(1, dtype=bool)
-    _fill_dense(m, np.zeros(1, dtype=bool), i32)
+    fill_by_state(m, np.zeros(1, dtype=bool), i32, np.zeros(2, dtype=np.int64), i32)
     _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)
     pend = np.zeros((2, 4), dtype=np.int32)
     one = np.zeros((1, 128), dtype=np.int32)
