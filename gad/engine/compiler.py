@@ -1343,13 +1343,14 @@ class CompiledGrammar:
                     self._fill_ends(m, ok, node)
             for fid, term, guard, tok, off in groups:
                 if term is None:  # an ignored lexeme closes: same parser stack
-                    nstack: Stack | None = stack
+                    nstack: Stack = stack
                 else:
-                    nstack = feed_memo.get((stack, term), -2)
-                    if nstack == -2:
-                        nstack = self.feed(stack, term)
-                    if nstack is None:
+                    fed = feed_memo.get((stack, term), -2)
+                    if fed == -2:
+                        fed = self.feed(stack, term)
+                    if fed is None:
                         continue
+                    nstack = fed
                 ncid = state_ctx[stk_state[nstack]]
                 ck = (fid, (dfas[ncid] or self.ctx(ncid)).serial) if share else (fid, ncid)  # _child_key
                 child = node.children.get(ck)
