@@ -156,6 +156,7 @@ class CompiledGrammar:
         self._stk_state: list[int] = [self.table.start_state]
         self._stk_index: dict[tuple[int, int], int] = {(-1, self.table.start_state): 0}
         self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
+        self._reduce_memo: dict[tuple[Stack, tuple], Stack] = {}  # (stack, reduction) -> stack after it
         # sets of lexing hypotheses, interned: matcher state (-1 - i, 0) stands for _multi[i]
         self._multi: list[tuple[tuple[Stack, int], ...]] = []
         self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
@@ -428,7 +429,7 @@ class CompiledGrammar:
             return self._feed_memo[key]
         except KeyError:
             pass
-        actions = self.table.actions
+        actions, memo = self.table.actions, self._reduce_memo
         s = stack
         out: Stack | None = None
         while True:
@@ -438,7 +439,11 @@ class CompiledGrammar:
             if act[0] == "s":
                 out = self.push(s, act[1])
                 break
-            s = self._reduce(s, act)
+            # the terminals a mask tries from one stack often share its reductions: each done once
+            r = memo.get((s, act))
+            if r is None:
+                r = memo[(s, act)] = self._reduce(s, act)
+            s = r
         self._feed_memo[key] = out
         return out
 
@@ -591,6 +596,7 @@ class CompiledGrammar:
         self._stk_state = [self.table.start_state]
         self._stk_index = {(-1, self.table.start_state): 0}
         self._feed_memo = {}
+        self._reduce_memo = {}
         self._allowed_memo = {}
         self._shift_memo = {}
         self._multi = []
@@ -1989,7 +1995,7 @@ _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
     "_bytes", "_lens", "_content", "_first", "_first_hist", "_by_first", "_first_off", "_roots",
     "_stk_parent",
-    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
+    "_stk_state", "_stk_index", "_feed_memo", "_reduce_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 
