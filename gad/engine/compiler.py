@@ -361,13 +361,12 @@ class CompiledGrammar:
         """Build the lexer automaton of every context the parser can reach now, and no token walk
         (``gad.compile(..., warm="automata")``): the first mask of a new lexer context then walks
         tokens only.  Automata shared across grammars (``share=True``) are taken from the process-wide
-        store when another grammar built them.  A compiled build's tuple rows (which scalar walks of a
-        few tokens step on) and key index (which the start states a guard adds extend) are made here
-        too, not in the first mask that needs them.  Returns ``self``."""
+        store when another grammar built them.  A compiled build's key index (which the start states a
+        guard adds extend) is made here too, not in the first mask that needs it (its rows need not be:
+        scalar steps read them one by one, :meth:`LexerDFA.row_view`).  Returns ``self``."""
         for cid in sorted(set(self.state_ctx.values())):
             dfa = self.ctx(cid)
-            dfa.rows  # noqa: B018 - made on first use (LexerDFA.__getattr__)
-            dfa._index  # noqa: B018
+            dfa._index  # noqa: B018 - made on first use (LexerDFA.__getattr__)
         return self
 
     def _warm_children(self, cid: int, node: WalkNode, depth: int) -> None:
@@ -857,7 +856,7 @@ class CompiledGrammar:
         Returns the number of nodes visited, or -1 past ``budget``."""
         tr = self._trie()
         cols, lens, ids = tr.cols, tr.lens, tr.ids
-        rows, forks = dfa.rows, dfa.fork_list
+        rows, forks = dfa.row_view(), dfa.fork_list
         seen = 0
         while todo:
             lo, hi, k, s = todo.pop()
@@ -927,7 +926,7 @@ class CompiledGrammar:
         base = self.root(cid, ref)
         tr = self._trie()
         cols, lens, ids = tr.cols, tr.lens, tr.ids
-        rows, forks, table = dfa.rows, dfa.fork_list, dfa.table
+        rows, forks, table = dfa.row_view(), dfa.fork_list, dfa.table
         fixes: list[tuple[int, int]] = []  # (token, its end state from d): replaces the reference's
         cuts: list[tuple[int, int, int]] = []  # (lo, hi, k): the reference's ends and forks at >= k go
         unforks: list[tuple[int, int, int, int]] = []  # (fork, lo, hi, k): its entries at offset k go
@@ -1225,7 +1224,7 @@ class CompiledGrammar:
         return WalkNode(end_tok, end_s.astype(np.int32), groups, {})
 
     def _walk_few(self, dfa: LexerDFA, d: int, tok: np.ndarray, off: np.ndarray) -> WalkNode:
-        """:meth:`_walk` of a few tokens, one byte at a time on ``dfa.rows`` (the same result: the tokens
+        """:meth:`_walk` of a few tokens, one byte at a time on the rows (the same result: the tokens
         ending inside the lexeme with their states, and per fork the tokens passing it before their
         last byte with the next lexeme's offset, unless that byte already fires the fork's guard)."""
         end_t, end_s, grp = self._walk_scalar(dfa, [d] * tok.size, tok.tolist(), off.tolist())
@@ -1236,13 +1235,14 @@ class CompiledGrammar:
     def _walk_scalar(self, dfa: LexerDFA, starts: list[int], toks: list[int], offs: list[int],
                      runs: list[int] | None = None
                      ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
-        """Step each token ``toks[i]`` from state ``starts[i]`` at byte ``offs[i]`` on ``dfa.rows``:
+        """Step each token ``toks[i]`` from state ``starts[i]`` at byte ``offs[i]`` on the automaton's rows
+        (:meth:`LexerDFA.row_view`):
         (ending tokens, their states, fork -> (tokens, next-lexeme offsets)).
 
         ``runs[i]`` (optional): from which byte on token ``i`` repeats its last byte; once the rest is
         that byte and it leaves a fork-free state unchanged, the token ends there without stepping on
         (a run of spaces inside a string)."""
-        rows, forks, ok_byte = dfa.rows, dfa.fork_list, dfa.fork_ok_byte
+        rows, forks, ok_byte = dfa.row_view(), dfa.fork_list, dfa.fork_ok_byte
         tokens = self.vocab.tokens
         end_t: list[int] = []
         end_s: list[int] = []
@@ -1434,7 +1434,7 @@ class CompiledGrammar:
         """
         if stack >= 0:  # one hypothesis: the plain automaton walk while only one survives
             dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
-            rows, forks = dfa.rows, dfa.fork_list
+            rows, forks = dfa.row_view(), dfa.fork_list
             for i, b in enumerate(data):
                 nd = rows[d][b]
                 fid = forks[d]
@@ -1442,12 +1442,12 @@ class CompiledGrammar:
                     alt = self._close_at(stack, dfa, fid)
                     if alt is not None:
                         adfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
-                        ad = adfa.rows[alt[1]][b]
+                        ad = adfa.row_view()[alt[1]][b]
                         if ad != DEAD:
                             if nd != DEAD:
                                 return self._step_multi([(stack, nd), (alt[0], ad)], data[i + 1:])
                             stack, nd, dfa = alt[0], ad, adfa
-                            rows, forks = dfa.rows, dfa.fork_list
+                            rows, forks = dfa.row_view(), dfa.fork_list
                 if nd == DEAD:
                     return None
                 d = nd
@@ -1468,7 +1468,7 @@ class CompiledGrammar:
             nxt: dict[tuple[Stack, int], None] = {}
             for hs, hd in hyps:
                 dfa = self.ctx(self.state_ctx[self._stk_state[hs]])
-                nd = dfa.rows[hd][b]
+                nd = dfa.row_view()[hd][b]
                 if nd != DEAD:
                     nxt[(hs, nd)] = None
                 fid = dfa.fork_list[hd]
@@ -1476,7 +1476,7 @@ class CompiledGrammar:
                     alt = self._close_at(hs, dfa, fid)
                     if alt is not None:
                         ndfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
-                        nd = ndfa.rows[alt[1]][b]
+                        nd = ndfa.row_view()[alt[1]][b]
                         if nd != DEAD:
                             nxt[(alt[0], nd)] = None
             if not nxt:

@@ -445,6 +445,29 @@ def _universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, Termin
     return r
 
 
+class _TableRows(dict):
+    """``view[s]``: row ``s`` of an automaton's table as a list, made on first read (its rows never
+    change once built; states added later are read from the table as it is then)."""
+
+    def __init__(self, dfa: LexerDFA) -> None:
+        super().__init__()
+        self.dfa = dfa
+
+    def __missing__(self, s: int) -> list[int]:
+        r = self[s] = self.dfa.table[s].tolist()
+        return r
+
+
+class _NoRows:
+    """Stands for rows not made yet: what is written to it is dropped."""
+
+    def __setitem__(self, i: int, row: tuple) -> None:
+        pass
+
+
+_NO_ROWS = _NoRows()
+
+
 class LexerDFA:
     """The byte-level automaton of one lexer context under Lark's first-match rule.
 
@@ -918,7 +941,7 @@ class LexerDFA:
         if karr is None or name not in ("_keys", "_index", "rows"):
             raise AttributeError(name)
         if name == "rows":
-            r: Any = list(map(tuple, self.table[:karr.shape[0]].tolist()))
+            r: Any = list(map(tuple, self.table.tolist()))
         elif name == "_index":
             keys = self._keys
             r = dict(zip(keys[1:karr.shape[0]], range(1, karr.shape[0])))
@@ -926,6 +949,22 @@ class LexerDFA:
             r = [None, *self._compiled_keys(karr[1:])]
         self.__dict__[name] = r
         return r
+
+    def row_view(self) -> Any:
+        """The rows as :attr:`rows` reads them (``view[s][b]``, the next state of ``s`` on byte ``b``):
+        :attr:`rows` when made, else each state's row made from the table when first read and kept (a
+        walk or a token step that reads a few states does not make every row of a compiled build)."""
+        rows = self.__dict__.get("rows")
+        if rows is not None:
+            return rows
+        view = self.__dict__.get("_row_view")
+        if view is None:
+            view = self._row_view = _TableRows(self)
+        return view
+
+    def __getstate__(self) -> dict:
+        # the row view is a cache of the table: never written to the compile cache
+        return {k: v for k, v in self.__dict__.items() if k != "_row_view"}
 
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
@@ -995,7 +1034,9 @@ class LexerDFA:
         j = len(self._keys)
         self._index[key] = j
         self._keys.append(key)
-        self.rows.append(())
+        rows = self.__dict__.get("rows")  # (a compiled build's are made on first use, from the table)
+        if rows is not None:
+            rows.append(())
         self._fork_list.append(-1 if key[3] or key[1] < 0 else self._fork(key))  # no match yet, or in a character
         self._reach_list.append(0)
         return j
@@ -1018,7 +1059,8 @@ class LexerDFA:
 
     def _explore_states(self, first: int) -> None:
         i = max(first, START)
-        keys, rows, succ = self._keys, self.rows, self._succ
+        # rows of a compiled build not made yet are made from the table when first read
+        keys, rows, succ = self._keys, self.__dict__.get("rows", _NO_ROWS), self._succ
         at, dst, n_moves = self._new_at, self._new_dst, self._new_n
         explicit = self.explicit_nonascii
         while i < len(keys):
