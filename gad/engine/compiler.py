@@ -71,6 +71,12 @@ TRIE_ROOT_TOKENS = 8192
 TRIE_WALK_BUDGET = 256
 # a walk node with at most this many end tokens has them checked one by one when a mask is filled
 SMALL_FILL_TOKENS = 8
+# the bytes of plain text inside a JSON string (printable ASCII less the quote and the backslash): a
+# state that every one of them moves alike, again and again, walks the tokens made of them by their
+# length alone (CompiledGrammar._uniform_walk)
+PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
+_PLAIN_TABLE = np.zeros(256, dtype=bool)
+_PLAIN_TABLE[list(PLAIN_BYTES)] = True
 
 
 @dataclass
@@ -664,7 +670,7 @@ class CompiledGrammar:
             if proj is not None:
                 self.stats["projections"] = self.stats.get("projections", 0) + 1
                 return self._derived_root_walk(cid, d, proj)
-            node = self._level_walk(dfa, d)
+            node = self._uniform_walk(cid, d) or self._level_walk(dfa, d)
             self._keep_term_walk(dfa, d, node)
             return node
         cand = self._first_tokens(first_ok)
@@ -752,6 +758,46 @@ class CompiledGrammar:
             if best_cost is None or cost < best_cost:
                 best_ref, best_cost = p, cost
         return best_ref if best_cost is not None and best_cost < self._content.size // 4 else None
+
+    def _uniform_walk(self, cid: int, d: int) -> WalkNode | None:
+        """The root walk from ``d`` when every byte of :data:`PLAIN_BYTES` moves ``d`` to one state, and
+        that state likewise, as far as the longest plain token reaches, with no fork on the way (inside
+        a JSON string of bounded length: a counter): a plain token of ``k`` bytes then ends in the
+        ``k``-th state of that chain, whatever its bytes, and only the other tokens (3% of SmolLM2's)
+        are walked (:meth:`_walk`).  None when ``d`` is not such a state.  The same node as
+        :meth:`_level_walk` (tested in ``tests/engine/test_fast_paths.py``), in a third of its time on
+        49k tokens."""
+        dfa = self.ctx(cid)
+        uni = dfa.uniform_successor(PLAIN_BYTES)
+        pt = self._trie().plain()
+        chain = [d]
+        s = d
+        forks = dfa.fork_list
+        for k in range(1, pt.longest + 1):
+            s = int(uni[s])
+            if s < 0:  # the plain bytes part ways here
+                return None
+            if s == DEAD:
+                break
+            if k < pt.longest and forks[s] >= 0:  # a lexeme may close inside a plain token
+                return None
+            chain.append(s)
+        if len(chain) == 1:  # no plain token starts from d: no gain over the walk of the others
+            return None
+        ends = np.zeros(pt.longest + 2, dtype=np.int32)  # by length; DEAD past the chain and for the others
+        ends[: len(chain)] = chain
+        dense = ends.take(pt.len_code)
+        rest = self._walk(cid, d, pt.others, np.zeros(pt.others.size, dtype=np.int32))
+        dense[rest.end_tok] = rest.end_state
+        live = dense != DEAD
+        end_tok = live.nonzero()[0].astype(np.int32)  # (4x faster than np.flatnonzero of the int32 array)
+        end_state = dense[end_tok]
+        node = WalkNode(end_tok, end_state, rest.groups, rest.children)
+        if end_tok.size > self._dense_min:  # what _fill would build on first use
+            node.dense_end, node.dense_any = dense, live
+            reached = ends[1: len(chain)][pt.present[1: len(chain)]]  # the chain's states some plain token ends in
+            node.end_states = np.union1d(reached, rest.end_state).astype(np.int32)
+        return node
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
         """The walk of every content token from state ``d``: compiled (:func:`gad.engine.kernels.walk_vocabulary`,
@@ -1729,12 +1775,19 @@ class _VocabTrie:
         self.lex_pos[self.ids_np] = np.arange(order.size, dtype=np.int32)
         self._levels: _TrieLevels | None = None
         self._nodes: kernels.TrieNodes | None = None
+        self._plain: _PlainTokens | None = None
 
     def nodes(self, vocab_size: int) -> kernels.TrieNodes:
         """The trie node by node for the compiled walks (:class:`gad.engine.kernels.TrieNodes`), built on first use."""
         if self._nodes is None:
             self._nodes = kernels.TrieNodes(self.ids_np, np.asarray(self.lens, dtype=np.int64), self.cols_np, vocab_size)
         return self._nodes
+
+    def plain(self) -> _PlainTokens:
+        """The content tokens split by :data:`PLAIN_BYTES` (:class:`_PlainTokens`, built on first use)."""
+        if self._plain is None:
+            self._plain = _PlainTokens(self)
+        return self._plain
 
     def levels(self, tokens: Sequence[bytes | None]) -> _TrieLevels:
         """The trie by depth (:class:`_TrieLevels`; ``tokens``: the vocabulary's bytes by id), built on first use."""
@@ -1747,6 +1800,33 @@ class _VocabTrie:
 # most this many nodes; the few longer tokens then step one by one (SmolLM2: 18 levels, 99,786 of the
 # trie's ~100k nodes; 104 of its 49k tokens are longer)
 TAIL_NODES = 64
+
+
+class _PlainTokens:
+    """A vocabulary's content tokens made of :data:`PLAIN_BYTES` alone (97% of SmolLM2's: text without a
+    quote, backslash or control byte, ASCII), for :meth:`CompiledGrammar._uniform_walk`.
+
+    Attributes:
+        longest: the longest plain token's length in bytes.
+        len_code: ``(vocab,)`` intp each plain token's length, ``longest + 1`` for every other id.
+        present: ``(longest + 1,)`` bool, the lengths some plain token has.
+        others: ``(q,)`` int32 the other content tokens' ids, sorted.
+    """
+
+    def __init__(self, trie: _VocabTrie) -> None:
+        n = trie.lex_pos.size
+        tl = np.asarray(trie.lens, dtype=np.intp)  # in the trie's order
+        width = int(tl.max()) if tl.size else 0
+        # every byte of the token plain, or past its end (cols: the bytes at each position, trie order)
+        ok = (_PLAIN_TABLE[trie.cols_np[:width]] | (np.arange(width)[:, None] >= tl[None, :])).all(axis=0)
+        plain = np.zeros(n, dtype=bool)
+        plain[trie.ids_np] = ok
+        lens = np.zeros(n, dtype=np.intp)
+        lens[trie.ids_np] = tl
+        self.longest = int(lens[plain].max()) if plain.any() else 0
+        self.len_code = np.where(plain, lens, self.longest + 1)
+        self.present = np.bincount(lens[plain], minlength=self.longest + 1) > 0
+        self.others = np.sort(trie.ids_np[~plain[trie.ids_np]])
 
 
 class _TrieLevels:

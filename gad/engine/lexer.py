@@ -962,9 +962,20 @@ class LexerDFA:
             view = self._row_view = _TableRows(self)
         return view
 
+    def uniform_successor(self, data: bytes) -> np.ndarray:
+        """``(n_states,)`` int32: per state, the one state every byte of ``data`` moves it to (DEAD
+        included), or -1 where they part ways.  Kept per ``data`` until the automaton grows."""
+        memo = self.__dict__.setdefault("_uniform", {})
+        r = memo.get(data)
+        if r is None or r.shape[0] != self.n_states:
+            cols = self.table[:, np.frombuffer(data, dtype=np.uint8)]
+            r = np.where((cols == cols[:, :1]).all(axis=1), cols[:, 0], -1).astype(np.int32)
+            memo[data] = r
+        return r
+
     def __getstate__(self) -> dict:
-        # the row view is a cache of the table: never written to the compile cache
-        return {k: v for k, v in self.__dict__.items() if k != "_row_view"}
+        # the row view and the uniform successors are caches of the table: never written to the compile cache
+        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform")}
 
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
