@@ -672,7 +672,10 @@ def load() -> None:
                i32.copy(), i32.copy(), i32.copy())
     mat = np.zeros((1, 1), dtype=np.uint8)
     lens = np.ones(1, dtype=np.int32)
-    mat.setflags(write=False)  # (the engine's vocabulary tables are read-only)
+    _token_walk(flat, i32, ok, 1, mat, lens, i32, i32, i32.copy(), i32.copy(), i32.copy(), i32.copy(), i32.copy())
+    # the engine's vocabulary tables are read-only, except as read back from a compile-cache file:
+    # both kinds of arrays are their own specialisation (compiled, ~0.2 s, where first met otherwise)
+    mat.setflags(write=False)
     lens.setflags(write=False)
     _token_walk(flat, i32, ok, 1, mat, lens, i32, i32, i32.copy(), i32.copy(), i32.copy(), i32.copy(), i32.copy())
     m = np.zeros(1, dtype=bool)
