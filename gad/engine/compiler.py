@@ -1440,12 +1440,7 @@ class CompiledGrammar:
             elif ok_end.any():
                 if kernels.ENABLED:
                     if node.by_state is None:
-                        counts = np.bincount(node.end_state)
-                        states = np.flatnonzero(counts)
-                        starts = np.zeros(states.size + 1, dtype=np.int64)
-                        np.cumsum(counts[states], out=starts[1:])
-                        order = np.argsort(node.end_state, kind="stable")
-                        node.by_state = (states.astype(np.int32), starts, node.end_tok[order])
+                        node.by_state = kernels.group_by_state(node.end_tok, node.end_state)
                     kernels.fill_by_state(m, ok, *node.by_state)
                 else:
                     m |= ok[node.dense_end]

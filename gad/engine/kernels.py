@@ -338,6 +338,38 @@ def _fill_sparse(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: 
 
 
 @_jit
+def _count_sort(end_tok: np.ndarray, end_state: np.ndarray, starts: np.ndarray, toks: np.ndarray
+                ) -> None:  # pragma: no cover - compiled
+    for i in range(end_state.size):
+        starts[end_state[i] + 1] += 1
+    for s in range(1, starts.size):
+        starts[s] += starts[s - 1]
+    at = starts[:-1].copy()
+    for i in range(end_tok.size):
+        s = end_state[i]
+        toks[at[s]] = end_tok[i]
+        at[s] += 1
+
+
+def group_by_state(end_tok: np.ndarray, end_state: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens ``end_tok`` ``(n,)`` int32 grouped by their end states ``end_state`` ``(n,)`` int32,
+    for :func:`fill_by_state`: ``(states (k,) int32 ascending, starts (k + 1,) int64, token ids (n,)
+    int32)``, the tokens of ``states[i]`` at ``starts[i]:starts[i + 1]`` in their order in ``end_tok``.
+    A counting sort (O(n + max state)): a stable argsort of 48k int32 states takes ~2 ms."""
+    n_states = int(end_state.max()) + 1 if end_state.size else 1
+    if AVAILABLE:
+        full = np.zeros(n_states + 1, dtype=np.int64)
+        toks = np.empty(end_tok.size, dtype=np.int32)
+        _count_sort(end_tok, end_state, full, toks)
+    else:
+        key = end_state.astype(np.int16) if n_states < 1 << 15 else end_state  # int16: radix sort
+        toks = end_tok[np.argsort(key, kind="stable")].astype(np.int32)
+        full = np.concatenate([[0], np.cumsum(np.bincount(end_state, minlength=n_states))]).astype(np.int64)
+    states = np.flatnonzero(full[1:] != full[:-1]).astype(np.int32)
+    return states, np.append(full[states], full[-1]), toks
+
+
+@_jit
 def fill_by_state(m: np.ndarray, ok: np.ndarray, states: np.ndarray, starts: np.ndarray,
                   toks: np.ndarray) -> None:  # pragma: no cover - compiled
     """Set ``m[t]`` ``(vocab,)`` bool for the tokens of every end state ``s`` with ``ok[s]``, the tokens
@@ -638,9 +670,11 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
             return None
         if i >= n:
             break
-        cap *= 4
-        keys = np.vstack([keys, np.empty((cap - keys.shape[0], n_terms + 2), dtype=np.int32)])
-        table = np.vstack([table, np.empty((cap - table.shape[0], 256), dtype=np.int32)])
+        cap *= 4  # (the rows found so far copied over; the rest is written as states are found)
+        keys, old_keys = np.empty((cap, n_terms + 2), dtype=np.int32), keys
+        keys[:n] = old_keys[:n]
+        table, old_table = np.empty((cap, 256), dtype=np.int32), table
+        table[:n] = old_table[:n]
         slots = np.full(_slots_for(cap), -1, dtype=np.int32)
         _rehash(keys, n, slots)
     return keys[:n].copy(), table[:n].copy()
@@ -680,6 +714,7 @@ def load() -> None:
     _token_walk(flat, i32, ok, 1, mat, lens, i32, i32, i32.copy(), i32.copy(), i32.copy(), i32.copy(), i32.copy())
     m = np.zeros(1, dtype=bool)
     fill_by_state(m, np.zeros(1, dtype=bool), i32, np.zeros(2, dtype=np.int64), i32)
+    group_by_state(i32, i32)
     _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)
     pend = np.zeros((2, 4), dtype=np.int32)
     one = np.zeros((1, 128), dtype=np.int32)

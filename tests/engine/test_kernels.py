@@ -79,9 +79,12 @@ def test_without_a_place_to_cache_the_walks_compile_per_process(monkeypatch: pyt
     assert x.tolist() == [1, 2, 3] and f.signatures  # compiled, not the Python function
 
 
-def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok() -> None:
-    """kernels.fill (token, state pairs) and kernels.fill_by_state (tokens grouped by end state, as
-    CompiledGrammar._fill_ends groups a large walk node's) against numpy, over a random node."""
+@pytest.mark.parametrize("compiled", [True, False])
+def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels.fill (token, state pairs) and kernels.fill_by_state (tokens grouped by end state by
+    kernels.group_by_state, as CompiledGrammar._fill_ends groups a large walk node's: a counting sort,
+    or numpy's without numba) against numpy, over a random node."""
+    monkeypatch.setattr(kernels, "AVAILABLE", compiled)
     rng = np.random.default_rng(0)
     vocab, n_states = 500, 40
     end_tok = rng.choice(vocab, size=300, replace=False).astype(np.int32)
@@ -94,10 +97,10 @@ def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok() -> None:
     m = np.zeros(vocab, dtype=bool)
     kernels.fill(m, ok, end_tok, end_state)
     assert np.array_equal(m, want)
-    counts = np.bincount(end_state)
-    states = np.flatnonzero(counts).astype(np.int32)
-    starts = np.concatenate([[0], np.cumsum(counts[states])]).astype(np.int64)
-    toks = end_tok[np.argsort(end_state, kind="stable")]
+    states, starts, toks = kernels.group_by_state(end_tok, end_state)
+    assert np.array_equal(states, np.unique(end_state))
+    assert np.array_equal(np.diff(starts), np.bincount(end_state)[states])
+    assert np.array_equal(toks, end_tok[np.argsort(end_state, kind="stable")])
     m = np.zeros(vocab, dtype=bool)
     m[7] = True  # ORs into what is there
     kernels.fill_by_state(m, ok, states, starts, toks)
