@@ -1428,12 +1428,9 @@ class CompiledGrammar:
     def _fill_ends(self, m: np.ndarray, ok: np.ndarray, node: WalkNode) -> None:
         """OR into ``m`` the end tokens of ``node`` whose end state is in ``ok`` ``(n_states,)`` bool."""
         if node.end_tok.size > self._dense_min:
-            if node.dense_end is None:
-                node.dense_end = np.zeros(self.vocab_size, dtype=node.end_state.dtype)
-                node.dense_end[node.end_tok] = node.end_state
-            if node.end_states is None or node.dense_any is None:
-                node.end_states = np.flatnonzero(np.bincount(node.end_state)).astype(np.int32)  # (not np.unique: a sort)
-                node.dense_any = node.dense_end != DEAD
+            if node.dense_end is None or node.end_states is None or node.dense_any is None:
+                node.dense_end, node.dense_any, node.end_states = kernels.densify(
+                    node.end_tok, node.end_state, self.vocab_size)
             ok_end = ok[node.end_states]
             if ok_end.all():
                 m |= node.dense_any

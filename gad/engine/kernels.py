@@ -370,6 +370,35 @@ def group_by_state(end_tok: np.ndarray, end_state: np.ndarray) -> tuple[np.ndarr
 
 
 @_jit
+def _densify(end_tok: np.ndarray, end_state: np.ndarray, dense: np.ndarray, live: np.ndarray,
+             seen: np.ndarray) -> None:  # pragma: no cover - compiled
+    for i in range(end_tok.size):
+        t = end_tok[i]
+        s = end_state[i]
+        dense[t] = s
+        live[t] = True
+        seen[s] = True
+
+
+def densify(end_tok: np.ndarray, end_state: np.ndarray, vocab_size: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A walk node's end tokens ``end_tok`` ``(n,)`` int32 and states ``end_state`` ``(n,)`` int32 (no
+    token twice, no state 0) as dense arrays: ``(vocab_size,)`` int32 end state by token id (0: none),
+    ``(vocab_size,)`` bool the tokens that end, and the distinct end states ``(k,)`` int32 ascending.
+    One pass (numpy's scatter, bincount and comparison take ~0.4 ms on 48k tokens)."""
+    dense = np.zeros(vocab_size, dtype=np.int32)
+    end_tok = np.asarray(end_tok, dtype=np.int32)  # (no copy when int32 already: one compiled signature)
+    end_state = np.asarray(end_state, dtype=np.int32)
+    if AVAILABLE:
+        live = np.zeros(vocab_size, dtype=bool)
+        seen = np.zeros(int(end_state.max()) + 1 if end_state.size else 1, dtype=bool)
+        _densify(end_tok, end_state, dense, live, seen)
+        return dense, live, np.flatnonzero(seen).astype(np.int32)
+    dense[end_tok] = end_state
+    return dense, dense != 0, np.flatnonzero(np.bincount(end_state)).astype(np.int32)
+
+
+@_jit
 def fill_by_state(m: np.ndarray, ok: np.ndarray, states: np.ndarray, starts: np.ndarray,
                   toks: np.ndarray) -> None:  # pragma: no cover - compiled
     """Set ``m[t]`` ``(vocab,)`` bool for the tokens of every end state ``s`` with ``ok[s]``, the tokens
@@ -715,6 +744,7 @@ def load() -> None:
     m = np.zeros(1, dtype=bool)
     fill_by_state(m, np.zeros(1, dtype=bool), i32, np.zeros(2, dtype=np.int64), i32)
     group_by_state(i32, i32)
+    densify(i32, np.ones(1, dtype=np.int32), 1)
     _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)
     pend = np.zeros((2, 4), dtype=np.int32)
     one = np.zeros((1, 128), dtype=np.int32)

@@ -83,7 +83,8 @@ def test_without_a_place_to_cache_the_walks_compile_per_process(monkeypatch: pyt
 def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """kernels.fill (token, state pairs) and kernels.fill_by_state (tokens grouped by end state by
     kernels.group_by_state, as CompiledGrammar._fill_ends groups a large walk node's: a counting sort,
-    or numpy's without numba) against numpy, over a random node."""
+    or numpy's without numba), and a node's dense arrays (kernels.densify), against numpy, over a
+    random node."""
     monkeypatch.setattr(kernels, "AVAILABLE", compiled)
     rng = np.random.default_rng(0)
     vocab, n_states = 500, 40
@@ -97,6 +98,9 @@ def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool,
     m = np.zeros(vocab, dtype=bool)
     kernels.fill(m, ok, end_tok, end_state)
     assert np.array_equal(m, want)
+    dense, live, distinct = kernels.densify(end_tok, end_state, vocab)
+    assert np.array_equal(np.flatnonzero(dense), np.sort(end_tok)) and np.array_equal(dense[end_tok], end_state)
+    assert np.array_equal(live, dense != 0) and np.array_equal(distinct, np.unique(end_state))
     states, starts, toks = kernels.group_by_state(end_tok, end_state)
     assert np.array_equal(states, np.unique(end_state))
     assert np.array_equal(np.diff(starts), np.bincount(end_state)[states])
