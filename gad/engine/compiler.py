@@ -765,8 +765,8 @@ class CompiledGrammar:
         a JSON string of bounded length: a counter): a plain token of ``k`` bytes then ends in the
         ``k``-th state of that chain, whatever its bytes, and only the other tokens (3% of SmolLM2's)
         are walked (:meth:`_walk`).  None when ``d`` is not such a state.  The same node as
-        :meth:`_level_walk` (tested in ``tests/engine/test_fast_paths.py``), in a third of its time on
-        49k tokens."""
+        :meth:`_level_walk` (tested in ``tests/engine/test_fast_paths.py``), without walking the
+        vocabulary's trie (~0.9 ms for 49k tokens inside a string on MaskBench's machine)."""
         dfa = self.ctx(cid)
         uni = dfa.uniform_successor(PLAIN_BYTES)
         pt = self._trie().plain()
