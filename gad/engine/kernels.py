@@ -357,7 +357,7 @@ def group_by_state(end_tok: np.ndarray, end_state: np.ndarray) -> tuple[np.ndarr
     int32)``, the tokens of ``states[i]`` at ``starts[i]:starts[i + 1]`` in their order in ``end_tok``.
     A counting sort (O(n + max state)): a stable argsort of 48k int32 states takes ~2 ms."""
     n_states = int(end_state.max()) + 1 if end_state.size else 1
-    if AVAILABLE:
+    if ENABLED:
         full = np.zeros(n_states + 1, dtype=np.int64)
         toks = np.empty(end_tok.size, dtype=np.int32)
         _count_sort(end_tok, end_state, full, toks)
@@ -389,7 +389,7 @@ def densify(end_tok: np.ndarray, end_state: np.ndarray, vocab_size: int
     dense = np.zeros(vocab_size, dtype=np.int32)
     end_tok = np.asarray(end_tok, dtype=np.int32)  # (no copy when int32 already: one compiled signature)
     end_state = np.asarray(end_state, dtype=np.int32)
-    if AVAILABLE:
+    if ENABLED:
         live = np.zeros(vocab_size, dtype=bool)
         seen = np.zeros(int(end_state.max()) + 1 if end_state.size else 1, dtype=bool)
         _densify(end_tok, end_state, dense, live, seen)

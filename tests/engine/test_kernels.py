@@ -83,9 +83,9 @@ def test_without_a_place_to_cache_the_walks_compile_per_process(monkeypatch: pyt
 def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """kernels.fill (token, state pairs) and kernels.fill_by_state (tokens grouped by end state by
     kernels.group_by_state, as CompiledGrammar._fill_ends groups a large walk node's: a counting sort,
-    or numpy's without numba), and a node's dense arrays (kernels.densify), against numpy, over a
+    or numpy's with the compiled loops off), and a node's dense arrays (kernels.densify), against numpy, over a
     random node."""
-    monkeypatch.setattr(kernels, "AVAILABLE", compiled)
+    monkeypatch.setattr(kernels, "ENABLED", compiled)
     rng = np.random.default_rng(0)
     vocab, n_states = 500, 40
     end_tok = rng.choice(vocab, size=300, replace=False).astype(np.int32)
