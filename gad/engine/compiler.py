@@ -693,12 +693,9 @@ class CompiledGrammar:
             return None
         end_tok, end_code, keys, groups = hit
         n = len(dfa.terms)
-        ids = []
-        for st, matched, pend in keys:
-            sid = dfa.state_of(_solo_key(n, i, st, i if matched else -1, pend))
-            if sid is None:
-                return None
-            ids.append(sid)
+        ids = dfa.states_of([_solo_key(n, i, st, i if matched else -1, pend) for st, matched, pend in keys])
+        if None in ids:
+            return None
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for gstates, tok, off in groups:
             fid = dfa._fork_index.get((i, frozenset((t.name, g) for g in gstates)))
@@ -716,8 +713,8 @@ class CompiledGrammar:
         i, local = one
         states = np.flatnonzero(np.bincount(node.end_state, minlength=1)) if node.end_state.size else node.end_state
         keys = []
-        for s in states.tolist():
-            main, best, _, pend = cast(tuple, dfa.key(s))
+        for k in dfa.keys_of(states.tolist()):
+            main, best, _, pend = cast(tuple, k)
             keys.append((main[i], best == i, pend))
         lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
         lut[states] = np.arange(states.size, dtype=np.int32)

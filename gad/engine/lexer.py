@@ -103,6 +103,8 @@ for _b, _k in _LEAD.items():
     _LEAD_CODE[_b] = _PEND_CODE[_k]
 # the compiled build keeps each state's reachable fork winners in an int64 bit set
 _COMPILED_MAX_TERMS = 62
+# random odd weights hashing a compiled build's key rows (LexerDFA.states_of; int64 products wrap)
+_KEY_WEIGHTS = np.random.default_rng(20261202).integers(1, 1 << 62, size=_COMPILED_MAX_TERMS + 2, dtype=np.int64) | 1
 
 
 def _joint_classes(classes: list[np.ndarray]) -> np.ndarray:
@@ -840,7 +842,9 @@ class LexerDFA:
         self._reach_list: list[int] = [0, 0]
         self.n_states = 0
         self.version = 0
-        self.compiled_build = (kernels.ENABLED and not self.explicit_nonascii
+        # (a terminal of another context naming a non-ASCII character matters only in a guard, and
+        # the compiled build makes the states without one: its own terminals decide)
+        self.compiled_build = (kernels.ENABLED and not any(t.nonascii for t in self.terms)
                                and 0 < len(self.terms) <= _COMPILED_MAX_TERMS)
         if self.compiled_build:
             self._explore_compiled()
@@ -852,8 +856,9 @@ class LexerDFA:
         (:func:`gad.engine.kernels.explore_product`): the same states, keys, rows and forks as
         :meth:`_explore` (``tests/engine/test_lexer_build.py`` checks both against one reference).  It
         covers states without a guard and without a character some automaton names, which is every
-        state reached from the start when no terminal of the grammar names a non-ASCII character;
-        the start states :meth:`start_for` adds under a guard are built by :meth:`_explore`."""
+        state reached from the start when no terminal of the context names a non-ASCII character
+        (one of another context can be alive only in a guard); the start states :meth:`start_for`
+        adds under a guard are built by :meth:`_explore`."""
         terms = self.terms
         n_terms = len(terms)
         tabs = [t.byte_tables() for t in terms]
@@ -882,18 +887,18 @@ class LexerDFA:
         at = at[(st >= 0) & fin[off[best[at]] + np.maximum(st, 0)]]
         forks = [-1] * n
         reach = np.zeros(n, dtype=np.int64)
-        if at.size:
-            self._compiled_forks(karr, at, tabs, off, asc, fin, forks, reach)
+        fork_ok = self._compiled_forks(karr, at, tabs, off, asc, fin, forks, reach) if at.size else None
         self._fork_list = forks
         kernels.product_reach(table, reach)
         self._reach_list = reach.tolist()
-        self._finish(0, table)
+        self._finish(0, table, fork_ok)
 
     def _compiled_forks(self, karr: np.ndarray, at: np.ndarray, tabs: list[tuple], off: np.ndarray,
-                        asc: np.ndarray, fin: np.ndarray, forks: list[int], reach: np.ndarray) -> None:
+                        asc: np.ndarray, fin: np.ndarray, forks: list[int], reach: np.ndarray) -> np.ndarray | None:
         """:meth:`_fork` of the states ``at`` of a compiled build (their lexeme may close), from its key
         rows ``karr``: ids into ``forks``, winner bits into ``reach``; the new forks' ok-bytes from the
-        terminals' stacked tables (``asc``, ``fin``, rows at ``off``) at once."""
+        terminals' stacked tables (``asc``, ``fin``, rows at ``off``) at once, appended to
+        ``fork_ok_byte`` and returned as one ``(new forks, 256)`` bool array (None if none is new)."""
         n_terms = len(self.terms)
         names, unless = self.names, self.unless
         maps = [tb[4] for tb in tabs]
@@ -934,6 +939,8 @@ class LexerDFA:
                 starts = np.fromiter(accumulate([lens[i] for i in has[:-1]], initial=0), dtype=np.intp, count=len(has))
                 ok[has, :0x80] = ~np.logical_or.reduceat(kill, starts, axis=0)
             self.fork_ok_byte.extend(ok)
+            return ok
+        return None
 
     def __getattr__(self, name: str) -> Any:
         # the keys, their index and the rows of a compiled build, made on first use (then plain attributes)
@@ -974,8 +981,8 @@ class LexerDFA:
         return r
 
     def __getstate__(self) -> dict:
-        # the row view and the uniform successors are caches of the table: never written to the compile cache
-        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform")}
+        # the row view, the uniform successors and the key-row look-up are caches: never written to the compile cache
+        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform", "_karr_look")}
 
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
@@ -984,6 +991,13 @@ class LexerDFA:
         if keys is not None or d >= self._karr.shape[0]:
             return self._keys[d]
         return self._compiled_keys(self._karr[d:d + 1])[0] if d != DEAD else None
+
+    def keys_of(self, states: list[int]) -> list[tuple | None]:
+        """:meth:`key` of each of ``states`` at once (one pass over a compiled build's key rows)."""
+        karr = self.__dict__.get("_karr")
+        if "_keys" in self.__dict__ or karr is None or not states or max(states) >= karr.shape[0] or DEAD in states:
+            return [self.key(s) for s in states]
+        return list(self._compiled_keys(karr[states]))
 
     def state_of(self, key: tuple) -> int | None:
         """The state whose key is ``key``, or None.  On a compiled build whose keys are not made yet, a
@@ -1000,6 +1014,43 @@ class LexerDFA:
         row = np.asarray([*main, best, code], dtype=np.int32)
         hit = np.flatnonzero((self._karr == row).all(axis=1))
         return int(hit[0]) if hit.size else None
+
+    def states_of(self, keys: list[tuple]) -> list[int | None]:
+        """:meth:`state_of` of each of ``keys`` at once: on a compiled build whose keys are not made yet,
+        one look-up per key in its key rows sorted by a hash (made once), not a search of every row."""
+        karr = self.__dict__.get("_karr")
+        if "_index" in self.__dict__ or karr is None or len(keys) < 2 \
+                or any(t.byte_tables()[4] is not None for t in self.terms):
+            return [self.state_of(k) for k in keys]
+        n_terms = len(self.terms)
+        out: list[int | None] = [None] * len(keys)
+        rows, at = [], []
+        for j, (main, best, guard, pend) in enumerate(keys):
+            code = _PEND_CODE.get(pend)
+            if not guard and code is not None and len(main) == n_terms:  # (else no compiled state has it)
+                rows.append([*main, best, code])
+                at.append(j)
+        if not rows:
+            return out
+        weights = _KEY_WEIGHTS[: n_terms + 2]
+        look = self.__dict__.get("_karr_look")
+        if look is None:
+            h = karr.astype(np.int64) @ weights
+            order = np.argsort(h, kind="stable")
+            look = self._karr_look = (h[order], order)
+        hs, order = look
+        want = np.asarray(rows, dtype=np.int32)
+        hw = want.astype(np.int64) @ weights
+        lo = np.searchsorted(hs, hw).tolist()
+        n = hs.shape[0]
+        for r, (j, a, h) in enumerate(zip(at, lo, hw.tolist())):
+            while a < n and hs[a] == h:  # (rows of one hash: compared in full)
+                s = int(order[a])
+                if s != DEAD and (karr[s] == want[r]).all():
+                    out[j] = s
+                    break
+                a += 1
+        return out
 
     def _compiled_keys(self, karr: np.ndarray) -> list[tuple]:
         """The state keys ``(main, best, guard, pending)`` of key rows ``karr`` of a compiled build
@@ -1116,10 +1167,10 @@ class LexerDFA:
             i += 1
         self._finish(first)
 
-    def _finish(self, first: int, table: np.ndarray | None = None) -> None:
+    def _finish(self, first: int, table: np.ndarray | None = None, fork_ok: np.ndarray | None = None) -> None:
         """Extend the arrays with the states from ``first`` on (older states never change).  ``table``:
         the whole ``(n_states, 256)`` table of a compiled build, whose reachable winners are in
-        ``_reach_list`` already."""
+        ``_reach_list`` already, its forks' ok-bytes in ``fork_ok`` ``(forks, 256)`` bool (None: no fork)."""
         n = len(self._keys) if table is None else table.shape[0]
         old = self.n_states
         new_rows = np.zeros((n - old, 256), dtype=np.int32) if table is None else table
@@ -1140,7 +1191,9 @@ class LexerDFA:
         self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
         self.fork_list = self._fork_list
         have = self.fork_ok.shape[0] if old else 0
-        if not old or len(self.fork_ok_byte) > have:
+        if fork_ok is not None and not old and len(self.fork_ok_byte) == fork_ok.shape[0]:
+            self.fork_ok = fork_ok  # (a compiled build's forks: one array already)
+        elif not old or len(self.fork_ok_byte) > have:
             more = self.fork_ok_byte[have:]
             add = np.stack(more) if more else np.zeros((0, 256), dtype=bool)
             self.fork_ok = np.vstack([self.fork_ok, add]) if old else add

@@ -141,7 +141,15 @@ def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
     """The automaton as built, then with the start states of its forks' guards added (``rounds`` times:
     a start under a guard reaches forks with new guards)."""
     init = tuple(t.fsm.initial for t in dfa.terms)
-    assert dfa.compiled_build == (kernels.ENABLED and not dfa.explicit_nonascii and 0 < len(dfa.terms) <= 62)
+    own_nonascii = any(t.nonascii for t in dfa.terms)  # (the grammar's other terminals do not matter)
+    assert dfa.compiled_build == (kernels.ENABLED and not own_nonascii and 0 < len(dfa.terms) <= 62)
+    # keys and states looked up many at once (from a compiled build's key rows, before its keys are made)
+    # agree with the keys made one by one, and a key no state has is found nowhere
+    n = dfa.n_states
+    batch = dfa.keys_of(list(range(1, n)))
+    found = dfa.states_of([*batch, (tuple([-2] * len(dfa.terms)), 99, frozenset(), ())])
+    assert batch == [dfa._keys[s] for s in range(1, n)]
+    assert found == [*range(1, n), None]
     seeds = [dfa._keys[START]]
     _assert_matches_reference(dfa, seeds)
     for _ in range(rounds):
@@ -189,6 +197,9 @@ _GRAMMARS = {
                  'NUM: /[0-9]+(\\.[0-9]+)?/\nOP: "<" | "<=" | "<<" | "="\n%ignore " "\n', "ifnt0123.<= "),
     # guards: a terminal that would override a close is still alive after it
     "guards": ('start: (A | B | C)+\nA: "ab"\nB: /a(bc)*/\nC: /b+c?/\n', "abc"),
+    # a context without the terminals that name non-ASCII characters (built by the compiled product),
+    # after one that has them, a guard among them ("é" may still grow to "éé" when "é" closes)
+    "non-ascii-elsewhere": ('start: (E | F) (N | W)\nE: "é"\nF: /é+/\nN: /[0-9]+/\nW: /[a-z]+/\n', "é09az"),
     # characters an automaton names (partial UTF-8 characters are remembered byte by byte)
     "non-ascii": ('start: (S | E | W)+\nS: /"[^"]*"/\nE: "é" | "日本"\nW: /[a-zà-ÿ]+/\n%ignore " "\n',
                   'aé\u20ac\U0001d11e" 日本ÿ'),
@@ -200,11 +211,26 @@ def test_hand_written_grammars_build_the_reference_automata(name: str) -> None:
     text, alphabet = _GRAMMARS[name]
     dfas = _contexts(_compiled(text, alphabet))
     assert sum(len(d.forks) for d in dfas) > 0
+    if name == "non-ascii-elsewhere":
+        assert all(d.explicit_nonascii for d in dfas)
+        assert any(d.compiled_build for d in dfas) == kernels.ENABLED  # the context of N and W
+        assert any(not d.compiled_build for d in dfas)  # E and F's
     if name == "non-ascii":
         assert all(d.explicit_nonascii for d in dfas)
         assert any(isinstance(k[3][0], bytes) for d in dfas for k in d._keys[1:] if k[3])
     for dfa in dfas:
         _check_context(dfa)
+    if name == "non-ascii-elsewhere":
+        # E's close leaves F in a guard: the next context's start under it (in a fresh build) reads
+        # "é" byte by byte
+        guards = sorted({g for d in dfas if not d.compiled_build for _, g in d.forks if g}, key=repr)
+        assert guards
+        for dfa in _contexts(_compiled(text, alphabet)):
+            if dfa.terms and not any(t.nonascii for t in dfa.terms):
+                init = tuple(t.fsm.initial for t in dfa.terms)
+                for g in guards:
+                    dfa.start_for(g)
+                _assert_matches_reference(dfa, [dfa._keys[START], *((init, -1, g, ()) for g in guards)])
 
 
 @pytest.mark.parametrize("name", ["json", "json_compact", "sql", "text"])
