@@ -77,6 +77,7 @@ SMALL_FILL_TOKENS = 8
 PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
 _PLAIN_TABLE = np.zeros(256, dtype=bool)
 _PLAIN_TABLE[list(PLAIN_BYTES)] = True
+UNIFORM_MAX_FORKS = 2  # forks a uniform chain may pass (CompiledGrammar._uniform_walk)
 
 
 @dataclass
@@ -758,9 +759,11 @@ class CompiledGrammar:
 
     def _uniform_walk(self, cid: int, d: int) -> WalkNode | None:
         """The root walk from ``d`` when every byte of :data:`PLAIN_BYTES` moves ``d`` to one state, and
-        that state likewise, as far as the longest plain token reaches, with no fork on the way (inside
-        a JSON string of bounded length: a counter): a plain token of ``k`` bytes then ends in the
-        ``k``-th state of that chain, whatever its bytes, and only the other tokens (3% of SmolLM2's)
+        that state likewise, as far as the longest plain token reaches, with at most
+        :data:`UNIFORM_MAX_FORKS` forks on the way (inside a JSON string of bounded length: a counter;
+        a fork where a long string's chunk terminal may close): a plain token of ``k`` bytes then ends
+        in the ``k``-th state of that chain, whatever its bytes, those longer than a fork's offset pass
+        it (less those whose next byte fires its guard), and only the other tokens (3% of SmolLM2's)
         are walked (:meth:`_walk`).  None when ``d`` is not such a state.  The same node as
         :meth:`_level_walk` (tested in ``tests/engine/test_fast_paths.py``), without walking the
         vocabulary's trie (~0.9 ms for 49k tokens inside a string on MaskBench's machine)."""
@@ -770,14 +773,17 @@ class CompiledGrammar:
         chain = [d]
         s = d
         forks = dfa.fork_list
+        passed: list[tuple[int, int]] = []  # (offset, fork) where a lexeme may close inside a plain token
         for k in range(1, pt.longest + 1):
             s = int(uni[s])
             if s < 0:  # the plain bytes part ways here
                 return None
             if s == DEAD:
                 break
-            if k < pt.longest and forks[s] >= 0:  # a lexeme may close inside a plain token
-                return None
+            if k < pt.longest and forks[s] >= 0:
+                if len(passed) == UNIFORM_MAX_FORKS:  # (a lexeme closing anywhere: the trie walk is cheaper)
+                    return None
+                passed.append((k, forks[s]))
             chain.append(s)
         if len(chain) == 1:  # no plain token starts from d: no gain over the walk of the others
             return None
@@ -789,7 +795,20 @@ class CompiledGrammar:
         live = dense != DEAD
         end_tok = live.nonzero()[0].astype(np.int32)  # (4x faster than np.flatnonzero of the int32 array)
         end_state = dense[end_tok]
-        node = WalkNode(end_tok, end_state, rest.groups, rest.children)
+        groups = rest.groups
+        if passed:
+            groups = dict(groups)
+            for k, f in passed:
+                # the plain tokens longer than k bytes pass the fork at offset k, unless their byte there
+                # fires its guard
+                longer = pt.by_len[pt.len_start[k + 1]:]
+                tok = longer[dfa.fork_ok_byte[f][self._bytes[longer, k]]]
+                if tok.size:
+                    off = np.full(tok.size, k, dtype=np.int32)
+                    if f in groups:
+                        tok, off = np.concatenate([groups[f][0], tok]), np.concatenate([groups[f][1], off])
+                    groups[f] = (tok, off)
+        node = WalkNode(end_tok, end_state, groups, rest.children)
         if end_tok.size > self._dense_min:  # what _fill would build on first use
             node.dense_end, node.dense_any = dense, live
             reached = ends[1: len(chain)][pt.present[1: len(chain)]]  # the chain's states some plain token ends in
@@ -1800,6 +1819,9 @@ class _PlainTokens:
         len_code: ``(vocab,)`` intp each plain token's length, ``longest + 1`` for every other id.
         present: ``(longest + 1,)`` bool, the lengths some plain token has.
         others: ``(q,)`` int32 the other content tokens' ids, sorted.
+        by_len: ``(p,)`` int32 the plain tokens' ids by length (then id), and ``len_start``
+            ``(longest + 2,)`` intp where each length starts: those longer than ``k`` bytes are
+            ``by_len[len_start[k + 1]:]``.
     """
 
     def __init__(self, trie: _VocabTrie) -> None:
@@ -1814,8 +1836,12 @@ class _PlainTokens:
         lens[trie.ids_np] = tl
         self.longest = int(lens[plain].max()) if plain.any() else 0
         self.len_code = np.where(plain, lens, self.longest + 1)
-        self.present = np.bincount(lens[plain], minlength=self.longest + 1) > 0
+        counts = np.bincount(lens[plain], minlength=self.longest + 1)
+        self.present = counts > 0
         self.others = np.sort(trie.ids_np[~plain[trie.ids_np]])
+        ids = np.flatnonzero(plain)
+        self.by_len = ids[np.argsort(lens[ids], kind="stable")].astype(np.int32)
+        self.len_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
 
 
 class _TrieLevels:
