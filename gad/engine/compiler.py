@@ -789,12 +789,8 @@ class CompiledGrammar:
             return None
         ends = np.zeros(pt.longest + 2, dtype=np.int32)  # by length; DEAD past the chain and for the others
         ends[: len(chain)] = chain
-        dense = ends.take(pt.len_code)
         rest = self._walk(cid, d, pt.others, np.zeros(pt.others.size, dtype=np.int32))
-        dense[rest.end_tok] = rest.end_state
-        live = dense != DEAD
-        end_tok = live.nonzero()[0].astype(np.int32)  # (4x faster than np.flatnonzero of the int32 array)
-        end_state = dense[end_tok]
+        dense, live, end_tok, end_state, end_states = kernels.chain_ends(pt.len_code, ends, rest.end_tok, rest.end_state)
         groups = rest.groups
         if passed:
             groups = dict(groups)
@@ -810,9 +806,7 @@ class CompiledGrammar:
                     groups[f] = (tok, off)
         node = WalkNode(end_tok, end_state, groups, rest.children)
         if end_tok.size > self._dense_min:  # what _fill would build on first use
-            node.dense_end, node.dense_any = dense, live
-            reached = ends[1: len(chain)][pt.present[1: len(chain)]]  # the chain's states some plain token ends in
-            node.end_states = np.union1d(reached, rest.end_state).astype(np.int32)
+            node.dense_end, node.dense_any, node.end_states = dense, live, end_states
         return node
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:

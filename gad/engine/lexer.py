@@ -974,9 +974,11 @@ class LexerDFA:
         included), or -1 where they part ways.  Kept per ``data`` until the automaton grows."""
         memo = self.__dict__.setdefault("_uniform", {})
         r = memo.get(data)
-        if r is None or r.shape[0] != self.n_states:
-            cols = self.table[:, np.frombuffer(data, dtype=np.uint8)]
-            r = np.where((cols == cols[:, :1]).all(axis=1), cols[:, 0], -1).astype(np.int32)
+        have = 0 if r is None else r.shape[0]
+        if have != self.n_states:  # (rows never change once built: only the new states' are computed)
+            cols = self.table[have:, np.frombuffer(data, dtype=np.uint8)]
+            more = np.where((cols == cols[:, :1]).all(axis=1), cols[:, 0], -1).astype(np.int32)
+            r = more if r is None else np.concatenate([r, more])
             memo[data] = r
         return r
 
