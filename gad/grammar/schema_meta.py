@@ -15,6 +15,7 @@ MaskBench and on random schemas).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -68,11 +69,134 @@ FLAT_2020_12: dict[str, Any] = {
     },
 }
 
-_VALIDATOR = jsonschema.Draft7Validator(FLAT_2020_12, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+_FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER
+_VALIDATOR = jsonschema.Draft7Validator(FLAT_2020_12, format_checker=_FORMATS)
 
 
 def check_2020_12(schema: Any) -> None:
     """Raise ``jsonschema.exceptions.SchemaError`` (the first error found, as
-    ``Draft202012Validator.check_schema`` does) if ``schema`` is not a valid 2020-12 schema."""
+    ``Draft202012Validator.check_schema`` does) if ``schema`` is not a valid 2020-12 schema.
+
+    A schema :func:`plainly_valid` accepts is taken at once (~10x faster than ``jsonschema`` on
+    MaskBench's schemas); every other one goes through ``jsonschema``, which finds the error and
+    words it."""
+    if plainly_valid(schema):
+        return
     for error in _VALIDATOR.iter_errors(schema):
         raise jsonschema.exceptions.SchemaError.create_from(error)
+
+
+# -- a direct reading of FLAT_2020_12 for the common case ---------------------------------------------
+_MAX_DEPTH = 200  # deeper: left to jsonschema
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int  # (not bool; an integral float is left to jsonschema)
+
+
+def _is_num(x: Any) -> bool:
+    return type(x) is int or type(x) is float
+
+
+def _strings(x: Any) -> bool:  # _STRINGS
+    return type(x) is list and all(type(v) is str for v in x) and len(set(x)) == len(x)
+
+
+def _fmt(x: Any, fmt: str) -> bool:
+    return type(x) is str and _FORMATS.conforms(x, fmt)
+
+
+_SIMPLE_NAMES = frozenset(_SIMPLE["enum"])
+_ANCHOR_RE = re.compile(_ANCHOR["pattern"])
+_STRING_KEYS = frozenset(["$comment", "title", "description", "format", "contentEncoding", "contentMediaType"])
+_BOOL_KEYS = frozenset(["uniqueItems", "deprecated", "readOnly", "writeOnly"])
+_NUM_KEYS = frozenset(["maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"])
+_NNI_KEYS = frozenset(["maxLength", "minLength", "maxItems", "minItems", "maxContains", "minContains",
+                       "maxProperties", "minProperties"])
+_SCHEMA_KEYS = frozenset(["items", "contains", "additionalProperties", "propertyNames", "if", "then", "else",
+                          "not", "unevaluatedItems", "unevaluatedProperties", "contentSchema"])
+_MAP_KEYS = frozenset(["$defs", "properties", "dependentSchemas", "definitions"])
+_ARRAY_KEYS = frozenset(["prefixItems", "allOf", "anyOf", "oneOf"])
+_URI_REF_KEYS = frozenset(["$ref", "$dynamicRef", "$recursiveRef"])
+_ANCHOR_KEYS = frozenset(["$anchor", "$dynamicAnchor", "$recursiveAnchor"])
+
+
+def plainly_valid(schema: Any, depth: int = 0) -> bool:
+    """True only if ``schema`` is valid under :data:`FLAT_2020_12` (so under
+    ``Draft202012Validator.check_schema``), read keyword by keyword with the same format checker;
+    False where it is invalid **or** where this reading is unsure (an integral float as a count, a
+    tuple as an array, nesting over 200 levels): :func:`check_2020_12` then asks ``jsonschema``
+    (tested against it on MaskBench and on random schemas)."""
+    if type(schema) is bool:
+        return True
+    if type(schema) is not dict or depth > _MAX_DEPTH:
+        return False
+    d = depth + 1
+    for k, v in schema.items():
+        if k in _SCHEMA_KEYS:
+            if not plainly_valid(v, d):
+                return False
+        elif k in _MAP_KEYS:
+            if type(v) is not dict or not all(plainly_valid(x, d) for x in v.values()):
+                return False
+        elif k in _ARRAY_KEYS:
+            if type(v) is not list or not v or not all(plainly_valid(x, d) for x in v):
+                return False
+        elif k in _STRING_KEYS:
+            if type(v) is not str:
+                return False
+        elif k in _NNI_KEYS:
+            if not _is_int(v) or v < 0:
+                return False
+        elif k in _NUM_KEYS:
+            if not _is_num(v):
+                return False
+        elif k in _BOOL_KEYS:
+            if type(v) is not bool:
+                return False
+        elif k == "type":
+            if type(v) is str:
+                if v not in _SIMPLE_NAMES:
+                    return False
+            elif type(v) is not list or not v or not all(type(x) is str and x in _SIMPLE_NAMES for x in v) \
+                    or len(set(v)) != len(v):
+                return False
+        elif k == "required":
+            if not _strings(v):
+                return False
+        elif k in ("enum", "examples"):
+            if type(v) is not list:
+                return False
+        elif k == "pattern":
+            if not _fmt(v, "regex"):
+                return False
+        elif k == "patternProperties":
+            if type(v) is not dict or not all(_fmt(p, "regex") and plainly_valid(x, d) for p, x in v.items()):
+                return False
+        elif k in _URI_REF_KEYS:
+            if not _fmt(v, "uri-reference"):
+                return False
+        elif k in _ANCHOR_KEYS:
+            if type(v) is not str or _ANCHOR_RE.search(v) is None:
+                return False
+        elif k == "$schema":
+            if not _fmt(v, "uri"):
+                return False
+        elif k == "$id":
+            if not _fmt(v, "uri-reference") or "#" in v[:-1]:
+                return False
+        elif k == "multipleOf":
+            if not _is_num(v) or v <= 0:
+                return False
+        elif k == "dependentRequired":
+            if type(v) is not dict or not all(_strings(x) for x in v.values()):
+                return False
+        elif k == "dependencies":
+            if type(v) is not dict or not all(_strings(x) if type(x) is list else plainly_valid(x, d)
+                                              for x in v.values()):
+                return False
+        elif k == "$vocabulary":
+            if type(v) is not dict or not all(_fmt(u, "uri") and type(x) is bool for u, x in v.items()):
+                return False
+        # const, default and every other keyword: anything
+    return True

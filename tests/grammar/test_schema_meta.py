@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from gad.errors import InvalidSchemaError
 from gad.grammar import json_schema
-from gad.grammar.schema_meta import FLAT_2020_12, check_2020_12
+from gad.grammar.schema_meta import FLAT_2020_12, check_2020_12, plainly_valid
 
 _KEYWORDS = sorted(FLAT_2020_12["properties"]) + ["x-extension", "nullable"]
 _values = st.recursive(
@@ -45,7 +46,26 @@ def _refused(check: Any, schema: Any) -> bool:
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(_schemas, st.booleans(), st.integers()))
 def test_refuses_what_jsonschema_refuses(schema: Any) -> None:
-    assert _refused(check_2020_12, schema) is _refused(jsonschema.Draft202012Validator.check_schema, schema)
+    refused = _refused(jsonschema.Draft202012Validator.check_schema, schema)
+    assert _refused(check_2020_12, schema) is refused
+    # the direct reading (taken without jsonschema) never passes a schema jsonschema refuses
+    assert not (plainly_valid(schema) and refused)
+
+
+def test_the_direct_reading_is_sure_of_plain_schemas_and_leaves_odd_ones() -> None:
+    plain = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://e.com/s.json",
+             "type": ["object", "null"], "required": ["a"], "additionalProperties": False,
+             "properties": {"a": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3, "format": "email"},
+                            "b": {"anyOf": [{"const": 1}, {"enum": [2, "x"]}], "default": None},
+                            "c": {"type": "array", "prefixItems": [True], "items": {"$ref": "#/$defs/d"}}},
+             "$defs": {"d": {"type": "number", "multipleOf": 0.5, "exclusiveMinimum": -1}},
+             "dependencies": {"a": ["b"], "b": {"required": ["c"]}}, "x-vendor": {"anything": [1]}}
+    assert plainly_valid(plain) and not _refused(jsonschema.Draft202012Validator.check_schema, plain)
+    # valid, but left to jsonschema: an integral float as a count, a dict subclass
+    for odd in ({"minLength": 2.0}, {"properties": OrderedDict(a={})}):
+        assert not plainly_valid(odd) and not _refused(check_2020_12, odd)
+    # not an array to jsonschema (its draft-7 arrays are lists): refused either way
+    assert not plainly_valid({"required": ("a",)}) and _refused(check_2020_12, {"required": ("a",)})
 
 
 @pytest.mark.parametrize("schema", [
@@ -55,6 +75,7 @@ def test_refuses_what_jsonschema_refuses(schema: Any) -> None:
 ])
 def test_invalid_schemas_are_refused_with_a_pointer(schema: dict) -> None:
     assert _refused(jsonschema.Draft202012Validator.check_schema, schema)
+    assert not plainly_valid(schema)
     with pytest.raises(InvalidSchemaError, match="not a valid JSON Schema"):
         json_schema.convert(schema)
 
@@ -66,7 +87,11 @@ def _maskbench() -> Path:
 @pytest.mark.skipif(not _maskbench().is_dir(), reason="MaskBench not found (read in place, never copied)")
 def test_maskbench_schemas_agree() -> None:
     files = sorted(_maskbench().glob("*.json"))[::25]
+    sure = 0
     for f in files:
         schema = json.loads(f.read_text())["schema"]
-        assert _refused(check_2020_12, schema) is _refused(jsonschema.Draft202012Validator.check_schema, schema), f.name
-    assert len(files) > 50
+        refused = _refused(jsonschema.Draft202012Validator.check_schema, schema)
+        assert _refused(check_2020_12, schema) is refused, f.name
+        assert not (plainly_valid(schema) and refused), f.name
+        sure += plainly_valid(schema)
+    assert len(files) > 50 and sure == len(files)  # (every MaskBench schema is valid, and plain)
