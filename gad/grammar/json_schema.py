@@ -143,7 +143,7 @@ from gad.grammar.regex_ast import norm as _norm
 from gad.grammar.regex_ast import parse as _parse_regex
 from gad.grammar.regex_ast import ranges_text as _ranges_text
 from gad.grammar.regex_ast import rx_lit as _rx_lit
-from gad.grammar.schema_meta import check_2020_12
+from gad.grammar.schema_meta import check_schema
 
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
 
@@ -855,10 +855,7 @@ class _Gen:
         self.depth = 0
         try:
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
-            if cls is jsonschema.Draft202012Validator:
-                check_2020_12(root)  # the same check as cls.check_schema, ~7x faster
-            else:
-                cls.check_schema(root)
+            check_schema(cls, root)  # cls.check_schema's verdict, most schemas without jsonschema
             self.validator = cls(root, format_checker=format_checker())
         except jsonschema.exceptions.SchemaError as e:
             where = "/".join(str(x) for x in e.path)

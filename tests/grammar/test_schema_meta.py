@@ -1,4 +1,5 @@
-"""The flattened 2020-12 meta-schema refuses exactly the schemas jsonschema's own 2020-12 check refuses."""
+"""gad's schema check (the flattened 2020-12 meta-schema; the meta-schemas read directly) refuses exactly
+the schemas jsonschema's own check of each draft refuses, and its direct reading never passes one."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from gad.errors import InvalidSchemaError
 from gad.grammar import json_schema
-from gad.grammar.schema_meta import FLAT_2020_12, check_2020_12, plainly_valid
+from gad.grammar.schema_meta import FLAT_2020_12, check_schema, plainly_valid
 
 _KEYWORDS = sorted(FLAT_2020_12["properties"]) + ["x-extension", "nullable"]
 _values = st.recursive(
@@ -35,6 +36,15 @@ _schemas = st.recursive(
     max_leaves=5)
 
 
+_DRAFTS = [jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+           jsonschema.Draft202012Validator]
+D2020 = jsonschema.Draft202012Validator
+
+
+def check_2020_12(schema: Any) -> None:
+    check_schema(D2020, schema)
+
+
 def _refused(check: Any, schema: Any) -> bool:
     try:
         check(schema)
@@ -43,13 +53,14 @@ def _refused(check: Any, schema: Any) -> bool:
     return False
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.one_of(_schemas, st.booleans(), st.integers()))
-def test_refuses_what_jsonschema_refuses(schema: Any) -> None:
-    refused = _refused(jsonschema.Draft202012Validator.check_schema, schema)
-    assert _refused(check_2020_12, schema) is refused
+@pytest.mark.parametrize("cls", _DRAFTS, ids=lambda c: c.__name__)
+@settings(max_examples=300, deadline=None)
+@given(schema=st.one_of(_schemas, st.booleans(), st.integers()))
+def test_refuses_what_jsonschema_refuses(cls: Any, schema: Any) -> None:
+    refused = _refused(cls.check_schema, schema)
+    assert _refused(lambda s: check_schema(cls, s), schema) is refused
     # the direct reading (taken without jsonschema) never passes a schema jsonschema refuses
-    assert not (plainly_valid(schema) and refused)
+    assert not (plainly_valid(cls, schema) and refused)
 
 
 def test_the_direct_reading_is_sure_of_plain_schemas_and_leaves_odd_ones() -> None:
@@ -60,12 +71,12 @@ def test_the_direct_reading_is_sure_of_plain_schemas_and_leaves_odd_ones() -> No
                             "c": {"type": "array", "prefixItems": [True], "items": {"$ref": "#/$defs/d"}}},
              "$defs": {"d": {"type": "number", "multipleOf": 0.5, "exclusiveMinimum": -1}},
              "dependencies": {"a": ["b"], "b": {"required": ["c"]}}, "x-vendor": {"anything": [1]}}
-    assert plainly_valid(plain) and not _refused(jsonschema.Draft202012Validator.check_schema, plain)
+    assert plainly_valid(D2020, plain) and not _refused(jsonschema.Draft202012Validator.check_schema, plain)
     # valid, but left to jsonschema: an integral float as a count, a dict subclass
     for odd in ({"minLength": 2.0}, {"properties": OrderedDict(a={})}):
-        assert not plainly_valid(odd) and not _refused(check_2020_12, odd)
+        assert not plainly_valid(D2020, odd) and not _refused(check_2020_12, odd)
     # not an array to jsonschema (its draft-7 arrays are lists): refused either way
-    assert not plainly_valid({"required": ("a",)}) and _refused(check_2020_12, {"required": ("a",)})
+    assert not plainly_valid(D2020, {"required": ("a",)}) and _refused(check_2020_12, {"required": ("a",)})
 
 
 @pytest.mark.parametrize("schema", [
@@ -75,7 +86,7 @@ def test_the_direct_reading_is_sure_of_plain_schemas_and_leaves_odd_ones() -> No
 ])
 def test_invalid_schemas_are_refused_with_a_pointer(schema: dict) -> None:
     assert _refused(jsonschema.Draft202012Validator.check_schema, schema)
-    assert not plainly_valid(schema)
+    assert not plainly_valid(D2020, schema)
     with pytest.raises(InvalidSchemaError, match="not a valid JSON Schema"):
         json_schema.convert(schema)
 
@@ -90,8 +101,10 @@ def test_maskbench_schemas_agree() -> None:
     sure = 0
     for f in files:
         schema = json.loads(f.read_text())["schema"]
-        refused = _refused(jsonschema.Draft202012Validator.check_schema, schema)
-        assert _refused(check_2020_12, schema) is refused, f.name
-        assert not (plainly_valid(schema) and refused), f.name
-        sure += plainly_valid(schema)
+        for cls in _DRAFTS:  # (each file under every draft's meta-schema, not only its own)
+            refused = _refused(cls.check_schema, schema)
+            assert _refused(lambda s, cls=cls: check_schema(cls, s), schema) is refused, (f.name, cls)
+            assert not (plainly_valid(cls, schema) and refused), (f.name, cls)
+        own = jsonschema.validators.validator_for(schema, default=D2020)
+        sure += plainly_valid(own, schema)
     assert len(files) > 50 and sure == len(files)  # (every MaskBench schema is valid, and plain)
