@@ -1,0 +1,100 @@
+"""Where gad's time to first mask goes on MaskBench: each schema's ``start`` split over its parts.
+
+Runs gad's ``start`` (schema in, first mask out) the way ``bench_schema.py`` does (same files, same
+tokenizer, same set-up, frozen start-up heap), with a timer (``profile_schema_tail.PartTimer``, own
+time, nested parts subtracted) around: the schema conversion (``json_schema.convert``), the plain-BNF
+reading (``plain_bnf.compile_plain``), gad's LALR(1) table (``lalr_table.lalr_table``), Lark's
+contextual lexer, the rest of Lark's construction, the terminal automata (``TerminalAutomaton.build``),
+the grammar checks (terminals, scanners, a non-empty language), the compiled
+grammar's set-up (``CompiledGrammar.__init__``), lexer automaton builds and the rest of the first
+mask; "rest" is what ``start`` spends outside them.  Prints the time to first mask p50 and, per part, its mean over a middle band of
+schemas (the 35th to 65th percentile of the time to first mask: what a typical schema pays) and over
+all of them (where the large schemas weigh).  The timers add a few µs per call: read the shares.
+
+    python benchmarks/profile_schema_ttfm.py [--step 8] [--band 35 65]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_schema import DEFAULT_DATA, GadEngine  # noqa: E402
+from profile_schema_tail import PartTimer  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
+    ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
+    ap.add_argument("--band", type=float, nargs=2, default=[35.0, 65.0],
+                    help="percentiles of the time to first mask bounding the middle band (default: %(default)s)")
+    args = ap.parse_args(argv)
+    if not args.data.is_dir():
+        print(f"MaskBench folder not found: {args.data}", file=sys.stderr)
+        return 2
+    import lark
+    import lark.parser_frontends
+    from transformers import AutoTokenizer
+
+    from gad.engine import compiler, lexer
+    from gad.grammar import json_schema, lalr_table, loader
+    from gad.models.hf import _resolve_model_dir
+
+    tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
+    engine = GadEngine(tok, "lazy")
+    timer = PartTimer()
+    for owner, name, label in [(json_schema, "convert", "conversion"),
+                               (loader, "compile_plain", "plain-BNF reading"),
+                               (lalr_table, "lalr_table", "LALR(1) table"),
+                               (lark.parser_frontends, "create_contextual_lexer", "Lark's contextual lexer"),
+                               (lark.Lark, "__init__", "rest of Lark"),
+                               (loader, "validate_terminals", "terminal and scanner checks"),
+                               (loader.Grammar, "_check_terminals", "terminal and scanner checks"),
+                               (loader.Grammar, "_check_scanners", "terminal and scanner checks"),
+                               (loader.Grammar, "_check_nonempty", "non-empty check"),
+                               (lexer.TerminalAutomaton, "build", "terminal automata"),
+                               (compiler.CompiledGrammar, "__init__", "compiled grammar set-up"),
+                               (lexer.LexerDFA, "__init__", "lexer automaton builds"),
+                               (compiler.CompiledGrammar, "mask_for", "rest of the first mask")]:
+        timer.wrap(owner, name, label)
+    gc.collect()
+    gc.freeze()
+    rows: list[tuple[float, dict[str, float]]] = []
+    for f in sorted(args.data.glob("*.json"))[:: args.step]:
+        schema = json.loads(f.read_text())["schema"]
+        timer.acc.clear()
+        timer.enter("rest")
+        t0 = time.perf_counter()
+        try:
+            engine.start(schema)
+        except Exception:  # noqa: BLE001 - a refused schema is not timed
+            timer.stack.clear()
+            continue
+        dt = time.perf_counter() - t0
+        timer.leave()
+        rows.append((dt, dict(timer.acc)))
+    times = np.asarray([dt for dt, _ in rows])
+    lo, hi = np.percentile(times, args.band)
+    band = [parts for dt, parts in rows if lo <= dt <= hi]
+    labels = sorted({k for _, parts in rows for k in parts}, key=lambda k: -sum(p.get(k, 0.0) for p in band))
+    print(f"gad, every {args.step}th file: {times.size} schemas, time to first mask p50 "
+          f"{1e3 * np.median(times):.1f} ms; middle band ({args.band[0]:.0f}th-{args.band[1]:.0f}th percentile): "
+          f"{len(band)} schemas, mean {1e3 * np.mean([dt for dt in times if lo <= dt <= hi]):.1f} ms")
+    print("| part | middle band, mean ms | all schemas, mean ms |")
+    print("|---|---|---|")
+    for k in labels:
+        print(f"| {k} | {1e3 * np.mean([p.get(k, 0.0) for p in band]):.2f} | "
+              f"{1e3 * np.mean([p.get(k, 0.0) for _, p in rows]):.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
