@@ -1811,7 +1811,6 @@ class _PlainTokens:
     Attributes:
         longest: the longest plain token's length in bytes.
         len_code: ``(vocab,)`` intp each plain token's length, ``longest + 1`` for every other id.
-        present: ``(longest + 1,)`` bool, the lengths some plain token has.
         others: ``(q,)`` int32 the other content tokens' ids, sorted.
         by_len: ``(p,)`` int32 the plain tokens' ids by length (then id), and ``len_start``
             ``(longest + 2,)`` intp where each length starts: those longer than ``k`` bytes are
@@ -1831,7 +1830,6 @@ class _PlainTokens:
         self.longest = int(lens[plain].max()) if plain.any() else 0
         self.len_code = np.where(plain, lens, self.longest + 1)
         counts = np.bincount(lens[plain], minlength=self.longest + 1)
-        self.present = counts > 0
         self.others = np.sort(trie.ids_np[~plain[trie.ids_np]])
         ids = np.flatnonzero(plain)
         self.by_len = ids[np.argsort(lens[ids], kind="stable")].astype(np.int32)
