@@ -94,7 +94,8 @@ def check_schema(cls: type, schema: Any) -> None:
 def plainly_valid(cls: type, schema: Any) -> bool:
     """True only if ``schema`` is valid under the meta-schema of validator class ``cls`` (drafts 4, 6,
     7 and 2020-12, the last as :data:`FLAT_2020_12`), read by :class:`_MetaReading`; False where it is
-    invalid **or** where the reading is unsure, and for every other draft."""
+    invalid **or** where the reading is unsure (nesting over 48 levels, a format check that raises),
+    and for every other draft."""
     reading = _READINGS.get(cls)
     if reading is None:
         if cls not in _READABLE:
@@ -102,7 +103,10 @@ def plainly_valid(cls: type, schema: Any) -> bool:
         meta = FLAT_2020_12 if cls is jsonschema.Draft202012Validator else cls.META_SCHEMA  # type: ignore[attr-defined]
         checker = jsonschema.validators.validator_for(meta, default=cls).FORMAT_CHECKER
         reading = _READINGS[cls] = _MetaReading(meta, checker)
-    return reading.root(schema, 0)
+    try:
+        return reading.root(schema, 0)
+    except Exception:  # noqa: BLE001 - unsure: a format check's own error (re's OverflowError), a deep schema's RecursionError
+        return False
 
 
 _READABLE = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
@@ -110,7 +114,7 @@ _READABLE = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.
 _READINGS: dict[type, _MetaReading] = {}
 
 _Check = Callable[[Any, int], bool]
-_MAX_DEPTH = 200  # deeper: left to jsonschema
+_MAX_DEPTH = 48  # deeper: left to jsonschema (each level takes several Python frames here)
 _TYPES: dict[str, Callable[[Any], bool]] = {
     # jsonschema's draft types, narrowed where drafts differ or the reading would guess: an integral
     # float is an integer from draft 6 on, a tuple is no array (both left to jsonschema)

@@ -75,6 +75,15 @@ def test_the_direct_reading_is_sure_of_plain_schemas_and_leaves_odd_ones() -> No
     # valid, but left to jsonschema: an integral float as a count, a dict subclass
     for odd in ({"minLength": 2.0}, {"properties": OrderedDict(a={})}):
         assert not plainly_valid(D2020, odd) and not _refused(check_2020_12, odd)
+    # a format check that raises (re refuses the repeat count) in a schema that is invalid anyway, and a
+    # schema nested deeper than the reading goes: jsonschema's verdict, not the reading's exception
+    for cls in _DRAFTS:
+        assert _refused(lambda s, cls=cls: check_schema(cls, s), {"pattern": "a{4294967295}", "minLength": -1})
+    deep: Any = {}
+    for _ in range(66):
+        deep = {"items": [deep]}
+    assert not plainly_valid(jsonschema.Draft7Validator, deep)
+    assert not _refused(lambda s: check_schema(jsonschema.Draft7Validator, s), deep)
     # not an array to jsonschema (its draft-7 arrays are lists): refused either way
     assert not plainly_valid(D2020, {"required": ("a",)}) and _refused(check_2020_12, {"required": ("a",)})
 
