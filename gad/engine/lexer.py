@@ -989,17 +989,26 @@ class LexerDFA:
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
         making every key of a compiled build."""
-        keys = self.__dict__.get("_keys")
-        if keys is not None or d >= self._karr.shape[0]:
-            return self._keys[d]
-        return self._compiled_keys(self._karr[d:d + 1])[0] if d != DEAD else None
+        return self.keys_of([d])[0]
 
     def keys_of(self, states: list[int]) -> list[tuple | None]:
-        """:meth:`key` of each of ``states`` at once (one pass over a compiled build's key rows)."""
+        """:meth:`key` of each of ``states`` at once: on a compiled build whose keys are not made yet,
+        made from its key rows of those states alone (every key is made when a state past them is asked)."""
         karr = self.__dict__.get("_karr")
-        if "_keys" in self.__dict__ or karr is None or not states or max(states) >= karr.shape[0] or DEAD in states:
-            return [self.key(s) for s in states]
-        return list(self._compiled_keys(karr[states]))
+        if "_keys" in self.__dict__ or karr is None or (states and max(states) >= karr.shape[0]):
+            return [self._keys[s] for s in states]
+        live = [s for s in states if s != DEAD]
+        made = iter(self._compiled_keys(karr[live]) if live else [])
+        return [None if s == DEAD else next(made) for s in states]
+
+    def _key_row(self, key: tuple) -> list[int] | None:
+        """Key ``key`` as a compiled build's key row (local states, best terminal, partial-character
+        code), or None where no compiled state can have it (a guard, a named partial character)."""
+        main, best, guard, pend = key
+        code = _PEND_CODE.get(pend)
+        if guard or code is None or len(main) != len(self.terms):
+            return None
+        return [*main, best, code]
 
     def state_of(self, key: tuple) -> int | None:
         """The state whose key is ``key``, or None.  On a compiled build whose keys are not made yet, a
@@ -1007,14 +1016,12 @@ class LexerDFA:
         index = self.__dict__.get("_index")
         if index is not None or "_karr" not in self.__dict__:
             return self._index.get(key)
-        main, best, guard, pend = key
-        code = _PEND_CODE.get(pend)
-        if guard or code is None or len(main) != len(self.terms):
-            return None  # (a compiled build's states have no guard and no named partial character)
-        if any(t.byte_tables()[4] is not None for t, q in zip(self.terms, main) if q >= 0):
+        row = self._key_row(key)
+        if row is None:
+            return None
+        if any(t.byte_tables()[4] is not None for t, q in zip(self.terms, key[0]) if q >= 0):
             return self._index.get(key)  # (automaton states not numbered 0..n-1: the index itself)
-        row = np.asarray([*main, best, code], dtype=np.int32)
-        hit = np.flatnonzero((self._karr == row).all(axis=1))
+        hit = np.flatnonzero((self._karr == np.asarray(row, dtype=np.int32)).all(axis=1))
         return int(hit[0]) if hit.size else None
 
     def states_of(self, keys: list[tuple]) -> list[int | None]:
@@ -1027,10 +1034,10 @@ class LexerDFA:
         n_terms = len(self.terms)
         out: list[int | None] = [None] * len(keys)
         rows, at = [], []
-        for j, (main, best, guard, pend) in enumerate(keys):
-            code = _PEND_CODE.get(pend)
-            if not guard and code is not None and len(main) == n_terms:  # (else no compiled state has it)
-                rows.append([*main, best, code])
+        for j, key in enumerate(keys):
+            row = self._key_row(key)
+            if row is not None:
+                rows.append(row)
                 at.append(j)
         if not rows:
             return out
