@@ -66,27 +66,43 @@ class PartTimer:
             self.leave()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def maskbench_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line the MaskBench profiles share: ``--data`` (the folder) and ``--step``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
     ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
+    return ap
+
+
+def gad_engine(data: Path, warm: str) -> tuple[Any, GadEngine] | None:
+    """``(SmolLM2 tokenizer, bench_schema.GadEngine)`` set up as ``bench_schema.py`` does, or None (with
+    a message) when the MaskBench folder ``data`` is missing."""
+    if not data.is_dir():
+        print(f"MaskBench folder not found: {data}", file=sys.stderr)
+        return None
+    from transformers import AutoTokenizer
+
+    from gad.models.hf import _resolve_model_dir
+
+    tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
+    return tok, GadEngine(tok, warm)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = maskbench_parser(__doc__)
     ap.add_argument("--max-tests", type=int, default=4, help="tests per file, at most (default: %(default)s)")
     ap.add_argument("--gad-warm", choices=["lazy", "automata", "all"], default="lazy",
                     help="gad.compile's warm= for the schemas, as in bench_schema.py (default: %(default)s)")
     ap.add_argument("--thresholds-us", type=float, nargs="+", default=[340.0, 1000.0],
                     help="report the masks slower than each (default: %(default)s)")
     args = ap.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"MaskBench folder not found: {args.data}", file=sys.stderr)
+    set_up = gad_engine(args.data, args.gad_warm)
+    if set_up is None:
         return 2
-    from transformers import AutoTokenizer
-
+    tok, engine = set_up
     from gad.engine import compiler, lexer
     from gad.grammar.json_schema import convert
-    from gad.models.hf import _resolve_model_dir
 
-    tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
-    engine = GadEngine(tok, args.gad_warm)
     timer = PartTimer()
     for cls, name, label in [(lexer.LexerDFA, "__init__", "lexer automaton build"),
                              (lexer.LexerDFA, "_explore", "lexer automaton build"),

@@ -16,7 +16,6 @@ all of them (where the large schemas weigh).  The timers add a few µs per call:
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import sys
@@ -26,30 +25,24 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_schema import DEFAULT_DATA, GadEngine  # noqa: E402
-from profile_schema_tail import PartTimer  # noqa: E402
+from profile_schema_tail import PartTimer, gad_engine, maskbench_parser  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
-    ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
+    ap = maskbench_parser(__doc__)
     ap.add_argument("--band", type=float, nargs=2, default=[35.0, 65.0],
                     help="percentiles of the time to first mask bounding the middle band (default: %(default)s)")
     args = ap.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"MaskBench folder not found: {args.data}", file=sys.stderr)
+    set_up = gad_engine(args.data, "lazy")
+    if set_up is None:
         return 2
+    _, engine = set_up
     import lark
     import lark.parser_frontends
-    from transformers import AutoTokenizer
 
     from gad.engine import compiler, lexer
     from gad.grammar import json_schema, lalr_table, loader
-    from gad.models.hf import _resolve_model_dir
 
-    tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
-    engine = GadEngine(tok, "lazy")
     timer = PartTimer()
     for owner, name, label in [(json_schema, "convert", "conversion"),
                                (loader, "compile_plain", "plain-BNF reading"),
