@@ -85,16 +85,18 @@ class WalkNode:
     """Result of running a token subset through one lexer automaton from one state.
 
     Attributes:
-        end_tok: ``(n,)`` int32 ids of tokens whose bytes end inside the current lexeme.
-        end_state: ``(n,)`` int32 automaton state each of them ends in.
+        sparse_tok, sparse_state: ``(n,)`` int32 ids of the tokens whose bytes end inside the current
+            lexeme and the automaton state each of them ends in, or None for a wide node kept dense
+            only (:meth:`dense_only`); read both through :attr:`end_tok` / :attr:`end_state`.
         groups: fork id -> ``(token ids, byte offsets)`` of tokens that pass a fork of the automaton
             (a state where the lexeme may close) before their last byte; the offset (> 0) is where
             the next lexeme would start.  The same tokens also go on in the current lexeme.
         children: ``(fork id, next context id) -> WalkNode`` built on first use.
-        dense_end: ``(vocab,)`` end states (0 = not ending here), built on first use for large sets.
+        dense_end: ``(vocab,)`` int32 end states (0 = not ending here), built on first use for large sets.
         end_states: ``(k,)`` the distinct end states (or a superset), and ``dense_any``: ``(vocab,)``
             bool, the tokens ending here (both built with ``dense_end``): where every end state can still close as an
             allowed terminal — inside a string, all of them — the mask takes ``dense_any`` whole.
+        n_dense: the number of end tokens of a dense-only node.
         plan: what :meth:`CompiledGrammar._fill` reads, made on first use and never saved: the end
             tokens as ``(id, state)`` pairs when at most :data:`SMALL_FILL_TOKENS` (else None), and
             per fork ``(fork id, terminal name or None if ignored, guard, token ids, offsets)``.
@@ -102,15 +104,57 @@ class WalkNode:
             saved: ``(states (k,) int32, starts (k + 1,) int64, token ids (n,) int32)``.
     """
 
-    end_tok: np.ndarray
-    end_state: np.ndarray
+    sparse_tok: np.ndarray | None
+    sparse_state: np.ndarray | None
     groups: dict[int, tuple[np.ndarray, np.ndarray]]
     children: dict[tuple[int, int], WalkNode]
     dense_end: np.ndarray | None = None
     end_states: np.ndarray | None = None
     dense_any: np.ndarray | None = None
+    n_dense: int = 0
     plan: tuple | None = None
     by_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def end_tok(self) -> np.ndarray:
+        """``(n,)`` int32 ids of the tokens ending inside the lexeme, ascending for root walks (of a
+        dense-only node: made anew from :attr:`dense_end` on each read)."""
+        if self.sparse_tok is not None:
+            return self.sparse_tok
+        assert self.dense_end is not None
+        return np.flatnonzero(self.dense_end).astype(np.int32)
+
+    @end_tok.setter
+    def end_tok(self, value: np.ndarray) -> None:
+        self.sparse_tok = value
+
+    @property
+    def end_state(self) -> np.ndarray:
+        """``(n,)`` int32 end state of each of :attr:`end_tok` (of a dense-only node: made anew)."""
+        if self.sparse_state is not None:
+            return self.sparse_state
+        assert self.dense_end is not None
+        return self.dense_end[self.dense_end != DEAD]
+
+    @end_state.setter
+    def end_state(self, value: np.ndarray) -> None:
+        self.sparse_state = value
+
+    @property
+    def n_end(self) -> int:
+        """The number of end tokens."""
+        return self.sparse_tok.size if self.sparse_tok is not None else self.n_dense
+
+    def dense_only(self) -> WalkNode:
+        """Drop the sparse end arrays of a node whose dense ones are made (``dense_end``, ``end_states``
+        and ``dense_any``): a wide walk's new arrays are its first mask's cost, mostly in page faults
+        on memory it keeps (~3.5 µs per 4 KB page here), and the mask fill reads the dense ones.
+        Returns ``self``."""
+        if (self.sparse_tok is not None and self.dense_end is not None and self.end_states is not None
+                and self.dense_any is not None):
+            self.n_dense = self.sparse_tok.size
+            self.sparse_tok = self.sparse_state = None
+        return self
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in ("plan", "by_state")}
@@ -163,7 +207,6 @@ class CompiledGrammar:
         self._stk_state: list[int] = [self.table.start_state]
         self._stk_index: dict[tuple[int, int], int] = {(-1, self.table.start_state): 0}
         self._feed_memo: dict[tuple[Stack, str], Stack | None] = {}
-        self._reduce_memo: dict[tuple[Stack, tuple], Stack] = {}  # (stack, reduction) -> stack after it
         # sets of lexing hypotheses, interned: matcher state (-1 - i, 0) stands for _multi[i]
         self._multi: list[tuple[tuple[Stack, int], ...]] = []
         self._multi_index: dict[tuple[tuple[Stack, int], ...], int] = {}
@@ -430,27 +473,33 @@ class CompiledGrammar:
 
     def feed(self, stack: Stack, term: str) -> Stack | None:
         """Parser stack after shifting terminal ``term`` (reductions first); None if it is an error."""
-        key = (stack, term)
-        try:
-            return self._feed_memo[key]
-        except KeyError:
-            pass
-        actions, memo = self.table.actions, self._reduce_memo
+        out = self._feed_memo.get((stack, term), -2)
+        return self._feed_new(stack, term) if out == -2 else out
+
+    def _feed_new(self, stack: Stack, term: str) -> Stack | None:
+        """:meth:`feed` of a pair not in its memo.  The reductions run on a scratch top of stack (as
+        in :meth:`_can_shift`): only the stack after the shift is interned, not one per reduction."""
+        actions, parent, states = self.table.actions, self._stk_parent, self._stk_state
         s = stack
+        extra: list[int] = []  # LR states above ``s``, not interned
         out: Stack | None = None
         while True:
-            act = actions[self._stk_state[s]].get(term)
+            act = actions[extra[-1] if extra else states[s]].get(term)
             if act is None:
                 break
             if act[0] == "s":
+                for q in extra:
+                    s = self.push(s, q)
                 out = self.push(s, act[1])
                 break
-            # the terminals a mask tries from one stack often share its reductions: each done once
-            r = memo.get((s, act))
-            if r is None:
-                r = memo[(s, act)] = self._reduce(s, act)
-            s = r
-        self._feed_memo[key] = out
+            k = act[1]
+            while k and extra:
+                extra.pop()
+                k -= 1
+            for _ in range(k):
+                s = parent[s]
+            extra.append(actions[extra[-1] if extra else states[s]][act[2]][1])
+        self._feed_memo[(stack, term)] = out
         return out
 
     def accepts_end(self, stack: Stack) -> bool:
@@ -602,7 +651,6 @@ class CompiledGrammar:
         self._stk_state = [self.table.start_state]
         self._stk_index = {(-1, self.table.start_state): 0}
         self._feed_memo = {}
-        self._reduce_memo = {}
         self._allowed_memo = {}
         self._shift_memo = {}
         self._multi = []
@@ -692,7 +740,7 @@ class CompiledGrammar:
         hit = _TERM_WALKS.get(self._term_key(dfa, i, local))
         if hit is None:
             return None
-        end_tok, end_code, keys, groups = hit
+        ends, keys, groups = hit
         n = len(dfa.terms)
         ids = dfa.states_of([_solo_key(n, i, st, i if matched else -1, pend) for st, matched, pend in keys])
         if None in ids:
@@ -704,7 +752,14 @@ class CompiledGrammar:
                 return None
             out[fid] = (tok, off)
         self.stats["term_walks"] = self.stats.get("term_walks", 0) + 1
-        return WalkNode(end_tok, np.asarray(ids, dtype=np.int32)[end_code], out, {})
+        states = np.asarray(ids, dtype=np.int32)
+        if len(ends) == 2:  # sparse: (end tokens, their state codes)
+            return WalkNode(ends[0], states[ends[1]], out, {})
+        code, live, count = ends  # dense: code + 1 by token id (0: no end), which tokens end, how many
+        by_code = np.empty(states.size + 1, dtype=np.int32)
+        by_code[0], by_code[1:] = DEAD, states
+        return WalkNode(None, None, out, {}, dense_end=by_code[code], end_states=states, dense_any=live,
+                        n_dense=count)
 
     def _keep_term_walk(self, dfa: LexerDFA, d: int, node: WalkNode) -> None:
         """Store ``node`` (the root walk from ``d``) in terminal-local terms for :meth:`_term_walk`."""
@@ -712,7 +767,12 @@ class CompiledGrammar:
         if one is None:
             return
         i, local = one
-        states = np.flatnonzero(np.bincount(node.end_state, minlength=1)) if node.end_state.size else node.end_state
+        wide = node.dense_end is not None and node.dense_any is not None and node.n_end > self._dense_min
+        end_state = node.dense_end if wide else node.end_state
+        assert end_state is not None
+        states = np.flatnonzero(np.bincount(end_state, minlength=1)) if end_state.size else end_state
+        if wide:
+            states = states[states != DEAD]
         keys = []
         for k in dfa.keys_of(states.tolist()):
             main, best, _, pend = cast(tuple, k)
@@ -720,7 +780,13 @@ class CompiledGrammar:
         lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
         lut[states] = np.arange(states.size, dtype=np.int32)
         groups = [(tuple(sorted(g for _, g in dfa.forks[f][1])), tok, off) for f, (tok, off) in node.groups.items()]
-        _TERM_WALKS[self._term_key(dfa, i, local)] = (node.end_tok, lut[node.end_state], keys, groups)
+        if wide:  # the codes shifted by one, 0 where no token ends; the node's bool array shared
+            lut += 1
+            lut[DEAD] = 0
+            ends: tuple = (lut[end_state], node.dense_any, node.n_end)
+        else:
+            ends = (node.end_tok, lut[end_state])
+        _TERM_WALKS[self._term_key(dfa, i, local)] = (ends, keys, groups)
         while len(_TERM_WALKS) > TERM_WALK_LIMIT:
             _TERM_WALKS.pop(next(iter(_TERM_WALKS)))
 
@@ -805,8 +871,9 @@ class CompiledGrammar:
                         tok, off = np.concatenate([groups[f][0], tok]), np.concatenate([groups[f][1], off])
                     groups[f] = (tok, off)
         node = WalkNode(end_tok, end_state, groups, rest.children)
-        if end_tok.size > self._dense_min:  # what _fill would build on first use
+        if end_tok.size > self._dense_min:  # what _fill reads (and no sparse copy kept)
             node.dense_end, node.dense_any, node.end_states = dense, live, end_states
+            node.dense_only()
         return node
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
@@ -824,8 +891,9 @@ class CompiledGrammar:
             end_tok, end_state, dense, end_states, groups = kernels.walk_vocabulary(
                 dfa, d, tr.nodes(self.vocab_size), self._dense_min)
             node = WalkNode(end_tok, end_state, groups, {})
-            if dense is not None:  # what _fill would build on first use
+            if dense is not None:  # what _fill reads (and no sparse copy kept)
                 node.dense_end, node.end_states, node.dense_any = dense, end_states, dense != DEAD
+                node.dense_only()
             return node
         lv = tr.levels(self.vocab.tokens)
         flat, fork_id = dfa.flat_sink, dfa.fork_id
@@ -1039,46 +1107,15 @@ class CompiledGrammar:
                 return None
         # ends: the reference's (sorted by id), the fixed tokens' states set in place (each is among
         # them: the reference's state there is live), less the cut ranges' tokens, plus the walked ones
-        end_tok, end_state = base.end_tok, base.end_state
-        if fixes:
-            fix_t = np.asarray([t for t, _ in fixes], dtype=np.int32)
-            fix_s = np.asarray([st for _, st in fixes], dtype=np.int32)
-            end_state = end_state.copy()
-            end_state[np.searchsorted(end_tok, fix_t)] = fix_s
+        fix_t = np.asarray([t for t, _ in fixes], dtype=np.int32)
+        fix_s = np.asarray([st for _, st in fixes], dtype=np.int32)
         drop = np.concatenate([tr.ids_np[a:z] for a, z, _ in cuts]) if cuts else None
-        if drop is not None and end_tok.size:
-            at = np.searchsorted(end_tok, drop)
-            at = at[(at < end_tok.size) & (end_tok[np.minimum(at, end_tok.size - 1)] == drop)]
-            if at.size:
-                keep = np.ones(end_tok.size, dtype=bool)
-                keep[at] = False
-                end_tok, end_state = end_tok[keep], end_state[keep]
         add_t = np.asarray(end_t, dtype=np.int32)
         add_s = np.asarray(end_s, dtype=np.int32)
-        if add_t.size:
-            end_tok = np.concatenate([end_tok, add_t])
-            end_state = np.concatenate([end_state, add_s])
-            srt = np.argsort(end_tok, kind="stable")
-            end_tok, end_state = end_tok[srt], end_state[srt]
-        node = WalkNode(end_tok, end_state, groups={}, children={})
-        if base.dense_end is not None and end_tok.size > self._dense_min:  # patched copies
-            dense = node.dense_end = base.dense_end.copy()
-            if fixes:
-                dense[fix_t] = fix_s
-            if drop is not None:
-                dense[drop] = DEAD
-            dense[add_t] = add_s
-            if base.end_states is not None and base.dense_any is not None:
-                # a superset of the states left (exact for _fill's all/any test), kept small
-                extra_s = np.concatenate([fix_s if fixes else add_s[:0], add_s])
-                states = np.concatenate([base.end_states, extra_s]) if extra_s.size else base.end_states
-                if states.size > 4 * base.end_states.size + 64:
-                    states = np.flatnonzero(np.bincount(end_state)).astype(np.int32)
-                node.end_states = states
-                if drop is None and not add_t.size:
-                    node.dense_any = base.dense_any  # the same tokens end here (read-only use)
-                else:
-                    node.dense_any = dense != DEAD
+        if base.dense_end is not None and base.end_states is not None and base.dense_any is not None:
+            node = self._patched_dense(base, fix_t, fix_s, drop, add_t, add_s)
+        else:
+            node = WalkNode(*_patched_sparse(base.end_tok, base.end_state, fix_t, fix_s, drop, add_t, add_s), {}, {})
         # forks: the reference's entries, less those cut or unforked, plus d's own
         cut_at = None
         if cuts:
@@ -1103,6 +1140,30 @@ class CompiledGrammar:
                 groups[fid] = (t[sel], o[sel])
         node.groups = groups
         node.children = _join_groups(base, groups, same, self._trie_groups(dfa, grp))
+        return node
+
+    def _patched_dense(self, base: WalkNode, fix_t: np.ndarray, fix_s: np.ndarray, drop: np.ndarray | None,
+                       add_t: np.ndarray, add_s: np.ndarray) -> WalkNode:
+        """A node whose ends are wide node ``base``'s (its dense arrays), with tokens ``fix_t`` ``(f,)``
+        ending in states ``fix_s`` instead, tokens ``drop`` gone and tokens ``add_t`` added (ending in
+        ``add_s``), all int32: dense only when still wide, else sparse; no groups or children."""
+        assert base.dense_end is not None and base.end_states is not None and base.dense_any is not None
+        dense = base.dense_end.copy()
+        dense[fix_t] = fix_s
+        if drop is not None:
+            dense[drop] = DEAD
+        dense[add_t] = add_s
+        n = int(np.count_nonzero(dense))
+        if n <= self._dense_min:
+            tok = np.flatnonzero(dense).astype(np.int32)
+            return WalkNode(tok, dense[tok], {}, {})
+        node = WalkNode(None, None, {}, {}, dense_end=dense, n_dense=n)
+        # a superset of the states left (exact for _fill's all/any test), kept small
+        states = np.concatenate([base.end_states, fix_s, add_s])
+        if states.size > 4 * base.end_states.size + 64:
+            states = np.flatnonzero(np.bincount(dense)[DEAD + 1:]).astype(np.int32) + (DEAD + 1)
+        node.end_states = states
+        node.dense_any = base.dense_any if drop is None and not add_t.size else dense != DEAD
         return node
 
     def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
@@ -1171,25 +1232,13 @@ class CompiledGrammar:
         keep_tok[gone] = False
         extra = self._first_tokens(differs & (dfa.table[d] != DEAD))
         part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32)) if extra.size else None
-        if base.end_tok.size > self._dense_min:  # wide: one dense array, merged in place
-            if base.dense_end is not None:  # (a copy costs less than a scatter of the whole set)
-                dense = base.dense_end.copy()
-            else:
-                dense = np.zeros(self.vocab_size, dtype=np.int32)
-                dense[base.end_tok] = base.end_state
-            dense[gone] = DEAD
-            if part is not None and part.end_tok.size:
-                dense[part.end_tok] = part.end_state
-            end_tok = np.flatnonzero(dense).astype(np.int32)
-            end_state = dense[end_tok]
-        else:
-            keep = keep_tok[base.end_tok]
-            end_tok, end_state = base.end_tok[keep], base.end_state[keep]
-            if part is not None and part.end_tok.size:  # merged by token id (the two sets are disjoint)
-                end_tok = np.concatenate([end_tok, part.end_tok])
-                end_state = np.concatenate([end_state, part.end_state])
-                srt = np.argsort(end_tok, kind="stable")
-                end_tok, end_state = end_tok[srt], end_state[srt]
+        none = np.zeros(0, dtype=np.int32)
+        part_t, part_s = (part.end_tok, part.end_state) if part is not None else (none, none)
+        if base.n_end > self._dense_min:  # wide: one dense array, merged in place
+            self._densify(base)
+            node = self._patched_dense(base, none, none, gone, part_t, part_s)
+        else:  # (the walked tokens are among the gone ones: disjoint from those kept)
+            node = WalkNode(*_patched_sparse(base.end_tok, base.end_state, none, none, gone, part_t, part_s), {}, {})
         groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         same: set[int] = set()
         for fid, (t, o) in base.groups.items():
@@ -1199,10 +1248,8 @@ class CompiledGrammar:
                 same.add(fid)
             elif sel.any():
                 groups[fid] = (t[sel], o[sel])
-        children = _join_groups(base, groups, same, part.groups if part is not None else {})
-        node = WalkNode(end_tok, end_state, groups, children)
-        if base.end_tok.size > self._dense_min:
-            node.dense_end = dense
+        node.groups = groups
+        node.children = _join_groups(base, groups, same, part.groups if part is not None else {})
         return node
 
     def _groups(self, dfa: LexerDFA, toks: np.ndarray, b_i: list[np.ndarray], b_p: list,
@@ -1392,7 +1439,7 @@ class CompiledGrammar:
             if plan is None:
                 plan = self._plan(node, dfa)
             small, groups = plan
-            if node.end_tok.size:
+            if node.n_end:
                 bits = allowed_memo.get(stack)
                 if bits is None:
                     bits = self.allowed_bits(stack)
@@ -1409,7 +1456,7 @@ class CompiledGrammar:
                 else:
                     fed = feed_memo.get((stack, term), -2)
                     if fed == -2:
-                        fed = self.feed(stack, term)
+                        fed = self._feed_new(stack, term)
                     if fed is None:
                         continue
                     nstack = fed
@@ -1426,7 +1473,7 @@ class CompiledGrammar:
     def _plan(self, node: WalkNode, dfa: LexerDFA) -> tuple:
         """:attr:`WalkNode.plan` of ``node`` (a walk of ``dfa``), made and kept."""
         small = None
-        if 0 < node.end_tok.size <= SMALL_FILL_TOKENS:
+        if 0 < node.n_end <= SMALL_FILL_TOKENS:
             small = tuple(zip(node.end_tok.tolist(), node.end_state.tolist()))
         groups = []
         for fid, (tok, off) in node.groups.items():
@@ -1435,12 +1482,19 @@ class CompiledGrammar:
         node.plan = (small, tuple(groups))
         return node.plan
 
+    def _densify(self, node: WalkNode) -> None:
+        """Give wide ``node`` its dense arrays (``dense_end``, ``dense_any``, ``end_states``) if it lacks
+        any, and drop its sparse ones (:meth:`WalkNode.dense_only`)."""
+        if node.dense_end is None or node.end_states is None or node.dense_any is None:
+            node.dense_end, node.dense_any, node.end_states = kernels.densify(
+                node.end_tok, node.end_state, self.vocab_size)
+        node.dense_only()
+
     def _fill_ends(self, m: np.ndarray, ok: np.ndarray, node: WalkNode) -> None:
         """OR into ``m`` the end tokens of ``node`` whose end state is in ``ok`` ``(n_states,)`` bool."""
-        if node.end_tok.size > self._dense_min:
-            if node.dense_end is None or node.end_states is None or node.dense_any is None:
-                node.dense_end, node.dense_any, node.end_states = kernels.densify(
-                    node.end_tok, node.end_state, self.vocab_size)
+        if node.n_end > self._dense_min:
+            self._densify(node)
+            assert node.end_states is not None and node.dense_any is not None and node.dense_end is not None
             ok_end = ok[node.end_states]
             if ok_end.all():
                 m |= node.dense_any
@@ -1722,6 +1776,29 @@ def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> L
     return dfa
 
 
+def _patched_sparse(end_tok: np.ndarray, end_state: np.ndarray, fix_t: np.ndarray, fix_s: np.ndarray,
+                    drop: np.ndarray | None, add_t: np.ndarray, add_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """End tokens ``end_tok`` ``(n,)`` int32 (ascending) and their states, with tokens ``fix_t`` (among
+    them) ending in ``fix_s`` instead, tokens ``drop`` gone and tokens ``add_t`` (not among them) added
+    in states ``add_s``: ``(tokens ascending, states)``."""
+    if fix_t.size:
+        end_state = end_state.copy()
+        end_state[np.searchsorted(end_tok, fix_t)] = fix_s
+    if drop is not None and end_tok.size:
+        at = np.searchsorted(end_tok, drop)
+        at = at[(at < end_tok.size) & (end_tok[np.minimum(at, end_tok.size - 1)] == drop)]
+        if at.size:
+            keep = np.ones(end_tok.size, dtype=bool)
+            keep[at] = False
+            end_tok, end_state = end_tok[keep], end_state[keep]
+    if add_t.size:
+        end_tok = np.concatenate([end_tok, add_t])
+        end_state = np.concatenate([end_state, add_s])
+        srt = np.argsort(end_tok, kind="stable")
+        end_tok, end_state = end_tok[srt], end_state[srt]
+    return end_tok, end_state
+
+
 def _add_groups(groups: dict[int, tuple[np.ndarray, np.ndarray]],
                 more: dict[int, tuple[list[int], list[int]]], dtype: Any) -> None:
     """Append a scalar walk's fork entries ``more`` (fork -> (tokens, offsets) as lists; tokens as
@@ -1933,9 +2010,11 @@ _TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}
 # root walks of states reading one terminal alone, in that terminal's terms (its automaton state,
 # whether it has matched, the partial UTF-8 character), shared by every automaton of the process:
 # (vocabulary, EOS ids, regexp, explicit non-ASCII, local state) ->
-# (end tokens, end state codes, codes' local states, [(fork guard's states, tokens, offsets)])
+# (ends, codes' local states, [(fork guard's states, tokens, offsets)]), the ends either sparse: (end
+# tokens, their state codes), or, for a wide walk, dense: ((vocab,) code + 1 by token, 0 where none
+# ends; (vocab,) bool the tokens that end; how many)
 TERM_WALK_LIMIT = 128
-_TERM_WALKS: dict[tuple, tuple[np.ndarray, np.ndarray, list[tuple], list[tuple[tuple, np.ndarray, np.ndarray]]]] = {}
+_TERM_WALKS: dict[tuple, tuple] = {}
 
 
 def _solo_key(n: int, i: int, st: int, best: int, pend: tuple) -> tuple:
@@ -2082,7 +2161,7 @@ _STATE_KEYS = frozenset({
     "vocab_size", "eos_ids", "_eos", "table", "_ctx_specs", "state_ctx", "_automata", "_dfas",
     "_bytes", "_lens", "_content", "_first", "_first_hist", "_by_first", "_first_off", "_roots",
     "_stk_parent",
-    "_stk_state", "_stk_index", "_feed_memo", "_reduce_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
+    "_stk_state", "_stk_index", "_feed_memo", "_multi", "_multi_index", "_close_memo", "_allowed_memo", "_shift_memo", "_local_memo", "_groups_memo",
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 
