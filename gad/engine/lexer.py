@@ -282,6 +282,48 @@ class TerminalAutomaton:
         ``asc``), the classes numbered by first byte, and ``(n,)`` bool: :meth:`extendable` per state."""
         r = self._tables
         if r is None:
+            r = self._tables = self._word_tables() or self._general_tables()
+        return r
+
+    def _word_tables(self) -> tuple | None:
+        """:meth:`byte_tables` of a word set's trie (:func:`gad.grammar.automata.words_fsm`: a JSON
+        Schema's keys and string enums; states ``0 .. n-1``, all live, one class per character, no
+        move on ``anything_else``) straight from its moves, in about a third of the general path's
+        time; None for any other automaton (``tests/engine/test_lexer_build.py`` checks both agree)."""
+        fsm = self.fsm
+        n = len(fsm.states)
+        sym = fsm.alphabet._symbol_mapping
+        other = sym.get(anything_else)
+        states = cast(Any, fsm.states)
+        if (other is None or fsm.initial != 0 or any(type(q) is not int for q in states) or min(states) != 0
+                or max(states) != n - 1
+                or len(self.live) != n or len(set(sym.values())) != len(sym)):
+            return None
+        byte_of = {c: ord(ch) for ch, c in sym.items()
+                   if ch is not anything_else and isinstance(ch, str) and len(ch) == 1 and ord(ch) < 0x80}
+        src, byte, dst = [], [], []
+        for q, row in fsm.map.items():
+            for c, t in row.items():
+                if c == other:
+                    return None
+                b = byte_of.get(c)
+                if b is not None:
+                    src.append(q)
+                    byte.append(b)
+                    dst.append(t)
+        asc = np.full((n, 0x80), -1, dtype=np.int32)
+        asc[src, byte] = dst
+        col = np.full(0x80, other, dtype=np.int32)
+        col[list(byte_of.values())] = list(byte_of)
+        fin = np.zeros(n, dtype=bool)
+        fin[list(fsm.finals)] = True
+        ext = np.zeros(n, dtype=bool)
+        ext[src] = True
+        return (asc, np.full(n, -1, dtype=np.int32), fin, 0, None, kernels.byte_classes(col[None, :]), ext)
+
+    def _general_tables(self) -> tuple:
+        """:meth:`byte_tables` of any automaton, from its alphabet classes."""
+        if True:
             fsm = self.fsm
             states = sorted(cast(Any, fsm.states))
             ident = states == list(range(len(states)))
@@ -310,10 +352,8 @@ class TerminalAutomaton:
             fin[[q if loc is None else loc[q] for q in fsm.finals]] = True
             init = fsm.initial if loc is None else loc[fsm.initial]
             # the ASCII bytes by alphabet class (every state moves a class alike), numbered by first byte
-            r = self._tables = (asc, ae, fin, int(cast(Any, init)), None if ident else states,
-                                kernels.byte_classes(col[None, :]),
-                                (asc >= 0).any(axis=1) | (ae >= 0))
-        return r
+            return (asc, ae, fin, int(cast(Any, init)), None if ident else states, kernels.byte_classes(col[None, :]),
+                    (asc >= 0).any(axis=1) | (ae >= 0))
 
     def ascii_info(self, state: int) -> AsciiInfo:
         """What the ASCII bytes do from ``state``, as ``(row, live, multi, single, final, moves)``: ``row``

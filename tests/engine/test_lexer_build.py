@@ -16,12 +16,14 @@ start state where no automaton names a non-ASCII character) and with the Python 
 from __future__ import annotations
 
 import logging
+import re
 from collections import deque
 
 import lark
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gad.engine import cachefile, compiler, kernels
 from gad.engine.compiler import CompiledGrammar
@@ -285,3 +287,23 @@ def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) 
         assert np.array_equal(loaded.is_start, fresh.is_start) and np.array_equal(loaded.reach_group, fresh.reach_group)
         assert all(np.array_equal(a, b) for a, b in zip(loaded.fork_ok_byte, fresh.fork_ok_byte))
     assert grew  # some automaton added start states after the round trip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.text(alphabet=st.sampled_from('ab"\\:_é\x00z9'), min_size=1, max_size=6),
+                      min_size=1, max_size=5, unique=True))
+def test_word_set_tables_equal_the_general_ones(builder: str, words: list[str]) -> None:
+    """A word set's trie (keys, string enums) gets its byte tables straight from its moves; they must
+    be the general path's, array for array; a regexp with a repetition takes the general path."""
+    from gad.engine.lexer import TerminalAutomaton
+
+    regexp = "(?:" + "|".join(re.escape(w) for w in words) + ")" if len(words) > 1 else re.escape(words[0])
+    t = TerminalAutomaton.build(f"W{abs(hash(regexp))}", regexp)
+    fast, general = t._word_tables(), t._general_tables()
+    assert fast is not None
+    for a, b in zip(fast, general, strict=True):
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        else:
+            assert a == b
+    assert TerminalAutomaton.build("W_REP", '"[ab]+"')._word_tables() is None
