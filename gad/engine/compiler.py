@@ -856,7 +856,7 @@ class CompiledGrammar:
         ends = np.zeros(pt.longest + 2, dtype=np.int32)  # by length; DEAD past the chain and for the others
         ends[: len(chain)] = chain
         rest = self._walk(cid, d, pt.others, np.zeros(pt.others.size, dtype=np.int32))
-        dense, live, end_tok, end_state, end_states = kernels.chain_ends(pt.len_code, ends, rest.end_tok, rest.end_state)
+        dense, live, n_end, end_states = kernels.chain_ends(pt.len_code, ends, rest.end_tok, rest.end_state)
         groups = rest.groups
         if passed:
             groups = dict(groups)
@@ -870,11 +870,11 @@ class CompiledGrammar:
                     if f in groups:
                         tok, off = np.concatenate([groups[f][0], tok]), np.concatenate([groups[f][1], off])
                     groups[f] = (tok, off)
-        node = WalkNode(end_tok, end_state, groups, rest.children)
-        if end_tok.size > self._dense_min:  # what _fill reads (and no sparse copy kept)
-            node.dense_end, node.dense_any, node.end_states = dense, live, end_states
-            node.dense_only()
-        return node
+        if n_end > self._dense_min:  # what _fill reads (and no sparse copy)
+            return WalkNode(None, None, groups, rest.children, dense_end=dense, end_states=end_states,
+                            dense_any=live, n_dense=n_end)
+        end_tok = np.flatnonzero(live).astype(np.int32)
+        return WalkNode(end_tok, dense[end_tok], groups, rest.children)
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
         """The walk of every content token from state ``d``: compiled (:func:`gad.engine.kernels.walk_vocabulary`,

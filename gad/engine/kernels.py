@@ -420,25 +420,15 @@ def _chain_ends(len_code: np.ndarray, ends: np.ndarray, rest_tok: np.ndarray, re
     return n
 
 
-@_jit
-def _live_ids(dense: np.ndarray, live: np.ndarray, end_tok: np.ndarray, end_state: np.ndarray) -> None:  # pragma: no cover - compiled
-    j = 0
-    for t in range(live.size):
-        if live[t]:
-            end_tok[j] = t
-            end_state[j] = dense[t]
-            j += 1
-
-
 def chain_ends(len_code: np.ndarray, ends: np.ndarray, rest_tok: np.ndarray, rest_state: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """The end tokens of a uniform root walk (``CompiledGrammar._uniform_walk``): token ``t`` ends in
     ``ends[len_code[t]]`` (``len_code`` ``(vocab,)`` intp, ``ends`` int32, 0: none), except the walked
     tokens ``rest_tok`` ``(r,)`` int32, which end in ``rest_state`` (0 or a state; none of them ends by
-    ``len_code``).  Returns ``(dense, live, end_tok, end_state, end_states)``: ``(vocab,)`` int32 end
-    state by token id, ``(vocab,)`` bool the tokens that end, their ids ``(n,)`` int32 ascending with
-    their states, and the distinct end states ``(k,)`` int32 ascending.  Two passes over the vocabulary
-    (numpy's take, comparison, nonzero and gather took ~0.5 ms on 49k tokens in MaskBench's masks)."""
+    ``len_code``).  Returns ``(dense, live, n, end_states)``: ``(vocab,)`` int32 end state by token id,
+    ``(vocab,)`` bool the tokens that end, how many, and the distinct end states ``(k,)`` int32
+    ascending.  One pass over the vocabulary (numpy's take, comparison, nonzero and gather took ~0.5 ms
+    on 49k tokens in MaskBench's masks); no sparse copy (a wide walk node keeps the dense arrays only)."""
     rest_tok = np.asarray(rest_tok, dtype=np.int32)
     rest_state = np.asarray(rest_state, dtype=np.int32)
     if ENABLED:
@@ -448,17 +438,12 @@ def chain_ends(len_code: np.ndarray, ends: np.ndarray, rest_tok: np.ndarray, res
         seen = np.zeros(top + 1, dtype=bool)
         n = _chain_ends(np.asarray(len_code, dtype=np.int64), np.asarray(ends, dtype=np.int32), rest_tok,
                         rest_state, dense, live, seen)
-        end_tok = np.empty(n, dtype=np.int32)
-        end_state = np.empty(n, dtype=np.int32)
-        _live_ids(dense, live, end_tok, end_state)
         seen[0] = False
-        return dense, live, end_tok, end_state, np.flatnonzero(seen).astype(np.int32)
+        return dense, live, int(n), np.flatnonzero(seen).astype(np.int32)
     dense = ends.take(len_code)
     dense[rest_tok] = rest_state
     live = dense != 0
-    end_tok = live.nonzero()[0].astype(np.int32)
-    end_state = dense[end_tok]
-    return dense, live, end_tok, end_state, np.unique(end_state).astype(np.int32)
+    return dense, live, int(np.count_nonzero(live)), np.flatnonzero(np.bincount(dense)[1:]).astype(np.int32) + 1
 
 
 @_jit
