@@ -477,21 +477,32 @@ class CompiledGrammar:
         return self._feed_new(stack, term) if out == -2 else out
 
     def _feed_new(self, stack: Stack, term: str) -> Stack | None:
-        """:meth:`feed` of a pair not in its memo.  The reductions run on a scratch top of stack (as
-        in :meth:`_can_shift`): only the stack after the shift is interned, not one per reduction."""
+        """:meth:`feed` of a pair not in its memo: only the stack after the shift is interned, not one
+        per reduction (:meth:`_scratch_shift`)."""
+        out: Stack | None = None
+        shift = self._scratch_shift(stack, term)
+        if shift is not None:
+            s, extra, q = shift
+            for x in extra:
+                s = self.push(s, x)
+            out = self.push(s, q)
+        self._feed_memo[(stack, term)] = out
+        return out
+
+    def _scratch_shift(self, stack: Stack, term: str) -> tuple[Stack, list[int], int] | None:
+        """Run the parser's reductions for ``term`` from ``stack`` on a scratch top of stack, interning
+        nothing: ``(s, extra, q)`` — the interned stack ``s`` the reductions popped down to, the LR
+        states ``extra`` their gotos put above it, and the state shifting ``term`` enters — or None if
+        the parser cannot shift ``term``."""
         actions, parent, states = self.table.actions, self._stk_parent, self._stk_state
         s = stack
         extra: list[int] = []  # LR states above ``s``, not interned
-        out: Stack | None = None
         while True:
             act = actions[extra[-1] if extra else states[s]].get(term)
             if act is None:
-                break
+                return None
             if act[0] == "s":
-                for q in extra:
-                    s = self.push(s, q)
-                out = self.push(s, act[1])
-                break
+                return s, extra, act[1]
             k = act[1]
             while k and extra:
                 extra.pop()
@@ -499,8 +510,6 @@ class CompiledGrammar:
             for _ in range(k):
                 s = parent[s]
             extra.append(actions[extra[-1] if extra else states[s]][act[2]][1])
-        self._feed_memo[(stack, term)] = out
-        return out
 
     def accepts_end(self, stack: Stack) -> bool:
         """Does the parser accept end of input from ``stack``?"""
@@ -605,28 +614,10 @@ class CompiledGrammar:
         return g
 
     def _can_shift(self, stack: Stack, term: str) -> bool:
-        """Can the parser shift ``term`` from ``stack`` (after its reductions)?  Runs the reductions
-        on a scratch top of stack, interning nothing (probing every terminal of a context used to
-        intern one stack per terminal per token)."""
-        actions = self.table.actions
-        parent, states = self._stk_parent, self._stk_state
-        s = stack
-        extra: list[int] = []  # LR states above ``s``, not interned
-        while True:
-            top = extra[-1] if extra else states[s]
-            act = actions[top].get(term)
-            if act is None:
-                return False
-            if act[0] == "s":
-                return True
-            k = act[1]
-            while k and extra:
-                extra.pop()
-                k -= 1
-            for _ in range(k):
-                s = parent[s]
-            base = extra[-1] if extra else states[s]
-            extra.append(actions[base][act[2]][1])
+        """Can the parser shift ``term`` from ``stack`` (after its reductions)?  Interns nothing
+        (:meth:`_scratch_shift`; probing every terminal of a context used to intern one stack per
+        terminal per token)."""
+        return self._scratch_shift(stack, term) is not None
 
     # ------------------------------------------------------------------ per-request stack memory
     # Interned stacks, their memos and the masks keyed by them grow with every new parser state a
@@ -1112,10 +1103,7 @@ class CompiledGrammar:
         drop = np.concatenate([tr.ids_np[a:z] for a, z, _ in cuts]) if cuts else None
         add_t = np.asarray(end_t, dtype=np.int32)
         add_s = np.asarray(end_s, dtype=np.int32)
-        if base.dense_end is not None and base.end_states is not None and base.dense_any is not None:
-            node = self._patched_dense(base, fix_t, fix_s, drop, add_t, add_s)
-        else:
-            node = WalkNode(*_patched_sparse(base.end_tok, base.end_state, fix_t, fix_s, drop, add_t, add_s), {}, {})
+        node = self._patched(base, fix_t, fix_s, drop, add_t, add_s)
         # forks: the reference's entries, less those cut or unforked, plus d's own
         cut_at = None
         if cuts:
@@ -1142,11 +1130,16 @@ class CompiledGrammar:
         node.children = _join_groups(base, groups, same, self._trie_groups(dfa, grp))
         return node
 
-    def _patched_dense(self, base: WalkNode, fix_t: np.ndarray, fix_s: np.ndarray, drop: np.ndarray | None,
-                       add_t: np.ndarray, add_s: np.ndarray) -> WalkNode:
-        """A node whose ends are wide node ``base``'s (its dense arrays), with tokens ``fix_t`` ``(f,)``
-        ending in states ``fix_s`` instead, tokens ``drop`` gone and tokens ``add_t`` added (ending in
-        ``add_s``), all int32: dense only when still wide, else sparse; no groups or children."""
+    def _patched(self, base: WalkNode, fix_t: np.ndarray, fix_s: np.ndarray, drop: np.ndarray | None,
+                 add_t: np.ndarray, add_s: np.ndarray) -> WalkNode:
+        """A node whose ends are ``base``'s, with tokens ``fix_t`` ``(f,)`` (among them) ending in states
+        ``fix_s`` instead, tokens ``drop`` gone and tokens ``add_t`` (not among those left) added, ending
+        in ``add_s``, all int32; no groups or children.  A narrow base's sparse arrays are patched
+        (:func:`_patched_sparse`); a wide one's dense arrays (made now if missing) in a copy, the
+        result dense only while still wide, else sparse."""
+        if base.n_end <= self._dense_min:
+            return WalkNode(*_patched_sparse(base.end_tok, base.end_state, fix_t, fix_s, drop, add_t, add_s), {}, {})
+        self._densify(base)
         assert base.dense_end is not None and base.end_states is not None and base.dense_any is not None
         dense = base.dense_end.copy()
         dense[fix_t] = fix_s
@@ -1234,11 +1227,7 @@ class CompiledGrammar:
         part = self._walk(cid, d, extra, np.zeros(extra.size, dtype=np.int32)) if extra.size else None
         none = np.zeros(0, dtype=np.int32)
         part_t, part_s = (part.end_tok, part.end_state) if part is not None else (none, none)
-        if base.n_end > self._dense_min:  # wide: one dense array, merged in place
-            self._densify(base)
-            node = self._patched_dense(base, none, none, gone, part_t, part_s)
-        else:  # (the walked tokens are among the gone ones: disjoint from those kept)
-            node = WalkNode(*_patched_sparse(base.end_tok, base.end_state, none, none, gone, part_t, part_s), {}, {})
+        node = self._patched(base, none, none, gone, part_t, part_s)  # (the walked tokens are among the gone ones)
         groups: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         same: set[int] = set()
         for fid, (t, o) in base.groups.items():
