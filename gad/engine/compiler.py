@@ -36,7 +36,7 @@ import lark
 import numpy as np
 
 from gad.engine import cachefile, kernels
-from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals
+from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton, lark_context_terminals, universe_index
 from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
 from gad.errors import GadError, InvalidArgumentError
@@ -69,6 +69,9 @@ FEW_WALK_TOKENS = 24
 # TRIE_WALK_BUDGET live nodes
 TRIE_ROOT_TOKENS = 8192
 TRIE_WALK_BUDGET = 256
+# with the compiled walks, a root walk in a context of finitely many strings (LexerDFA.finite) of at
+# most this many automaton states searches the trie first
+TRIE_FINITE_STATES = 256
 # a walk node with at most this many end tokens has them checked one by one when a mask is filled
 SMALL_FILL_TOKENS = 8
 # the bytes of plain text inside a JSON string (printable ASCII less the quote and the backslash): a
@@ -78,6 +81,9 @@ PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
 _PLAIN_TABLE = np.zeros(256, dtype=bool)
 _PLAIN_TABLE[list(PLAIN_BYTES)] = True
 UNIFORM_MAX_FORKS = 2  # forks a uniform chain may pass (CompiledGrammar._uniform_walk)
+# a wide walk derived from another with at most this many tokens changed is an overlay on it
+# (WalkNode.base): its fill then costs a gather and a scatter of these tokens on top of the base's
+OVERLAY_MAX_TOKENS = 4096
 
 
 @dataclass
@@ -102,6 +108,13 @@ class WalkNode:
             per fork ``(fork id, terminal name or None if ignored, guard, token ids, offsets)``.
         by_state: the end tokens of a large node grouped by end state, made on first use and never
             saved: ``(states (k,) int32, starts (k + 1,) int64, token ids (n,) int32)``.
+        base, over_tok, over_state: an *overlay* node (a wide walk derived from another,
+            :meth:`CompiledGrammar._patched`) keeps no end arrays of its own: its ends are ``base``'s
+            (a wide node with dense arrays, never itself an overlay) except for the tokens
+            ``over_tok`` ``(k,)`` int32 (ascending, distinct), which end in ``over_state`` ``(k,)``
+            int32 instead (0: not ending here); ``n_dense`` counts its ends, ``end_states`` holds a
+            superset of their states.  A derived walk then costs no copy of the vocabulary-wide
+            arrays (192 KB for SmolLM2), and its mask fill reuses the base's.
     """
 
     sparse_tok: np.ndarray | None
@@ -114,6 +127,9 @@ class WalkNode:
     n_dense: int = 0
     plan: tuple | None = None
     by_state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    base: WalkNode | None = None
+    over_tok: np.ndarray | None = None
+    over_state: np.ndarray | None = None
 
     @property
     def end_tok(self) -> np.ndarray:
@@ -121,8 +137,7 @@ class WalkNode:
         dense-only node: made anew from :attr:`dense_end` on each read)."""
         if self.sparse_tok is not None:
             return self.sparse_tok
-        assert self.dense_end is not None
-        return np.flatnonzero(self.dense_end).astype(np.int32)
+        return np.flatnonzero(self.dense_ends()).astype(np.int32)
 
     @end_tok.setter
     def end_tok(self, value: np.ndarray) -> None:
@@ -133,8 +148,8 @@ class WalkNode:
         """``(n,)`` int32 end state of each of :attr:`end_tok` (of a dense-only node: made anew)."""
         if self.sparse_state is not None:
             return self.sparse_state
-        assert self.dense_end is not None
-        return self.dense_end[self.dense_end != DEAD]
+        dense = self.dense_ends()
+        return dense[dense != DEAD]
 
     @end_state.setter
     def end_state(self, value: np.ndarray) -> None:
@@ -144,6 +159,20 @@ class WalkNode:
     def n_end(self) -> int:
         """The number of end tokens."""
         return self.sparse_tok.size if self.sparse_tok is not None else self.n_dense
+
+    def dense_ends(self) -> np.ndarray:
+        """``(vocab,)`` int32 end state by token id (0: not ending here) of a dense-only node: its
+        :attr:`dense_end`, or an overlay's made anew from its base's (a copy, not kept).
+
+        Raises:
+            AssertionError: a node with sparse ends only."""
+        if self.base is not None:
+            assert self.base.dense_end is not None and self.over_tok is not None and self.over_state is not None
+            dense = self.base.dense_end.copy()
+            dense[self.over_tok] = self.over_state
+            return dense
+        assert self.dense_end is not None
+        return self.dense_end
 
     def dense_only(self) -> WalkNode:
         """Drop the sparse end arrays of a node whose dense ones are made (``dense_end``, ``end_states``
@@ -309,11 +338,12 @@ class CompiledGrammar:
         if dfa is None:
             terms, unless, ignore, n_main = self._ctx_specs[cid]
             universe = self._universe()
+            autos = [self._automaton(t) for t in terms]
             if self._share:
-                dfa = _shared_dfa(self._ctx_specs[cid], universe, lambda: LexerDFA(
-                    [self._automaton(t) for t in terms], ignore, unless, n_main, universe))
+                dfa = _shared_dfa(autos, ignore, unless, n_main, universe,
+                                  lambda: LexerDFA(autos, ignore, unless, n_main, universe))
             else:
-                dfa = LexerDFA([self._automaton(t) for t in terms], ignore, unless, n_main, universe)
+                dfa = LexerDFA(autos, ignore, unless, n_main, universe)
             self._dfas[cid] = dfa
         return dfa
 
@@ -667,11 +697,13 @@ class CompiledGrammar:
         node = self._roots.get(key)
         if node is None:
             if self._share:
-                store = self.ctx(cid).shared_walks
-                skey = (self.vocab.fingerprint(), self.eos_ids, d)
-                node = store.get(skey)
+                dfa = self.ctx(cid)
+                fp = (self.vocab.fingerprint(), self.eos_ids)
+                skey = (*fp, d)
+                node = dfa.shared_walks.get(skey)
                 if node is None:
-                    node = store[skey] = self._root_walk(cid, d)
+                    node = dfa.shared_walks[skey] = self._root_walk(cid, d)
+                    dfa.walked.setdefault(fp, []).append(d)
             else:
                 node = self._root_walk(cid, d)
             self._roots[key] = node
@@ -691,7 +723,13 @@ class CompiledGrammar:
         first_ok = dfa.table[d] != DEAD  # (256,)
         n_cand = int(self._first_hist[first_ok].sum())
         if kernels.ENABLED and n_cand * 4 < self._content.size:
-            # compiled: the trie below the live first bytes, in less time than finding a reference
+            # compiled: the trie below the live first bytes, in less time than finding a reference;
+            # inside a key or punctuation (finitely many strings), a search of the few live trie
+            # nodes costs less still
+            if dfa.n_states <= TRIE_FINITE_STATES and dfa.finite():
+                node = self._trie_walk(dfa, d, TRIE_WALK_BUDGET)
+                if node is not None:
+                    return node
             return self._level_walk(dfa, d)
         ref = None
         if n_cand > FEW_ROOT_TOKENS:  # below: walking the candidates costs less than finding a reference
@@ -755,7 +793,7 @@ class CompiledGrammar:
     def _keep_term_walk(self, dfa: LexerDFA, d: int, node: WalkNode) -> None:
         """Store ``node`` (the root walk from ``d``) in terminal-local terms for :meth:`_term_walk`."""
         one = _one_terminal(dfa, d)
-        if one is None:
+        if one is None or node.base is not None:
             return
         i, local = one
         wide = node.dense_end is not None and node.dense_any is not None and node.n_end > self._dense_min
@@ -971,16 +1009,15 @@ class CompiledGrammar:
         Returns the number of nodes visited, or -1 past ``budget``."""
         tr = self._trie()
         cols, lens, ids = tr.cols, tr.lens, tr.ids
-        rows, forks = dfa.row_view(), dfa.fork_list
+        forks = dfa.fork_list
         seen = 0
         while todo:
             lo, hi, k, s = todo.pop()
             col = cols[k]
-            row = rows[s]
-            live = dfa_live_bytes(dfa, s)
+            row = dfa_live_moves(dfa, s)
             spans = []
-            if len(live) <= 8:
-                for b in live:
+            if len(row) <= 8:
+                for b in row:
                     a = bisect_left(col, b, lo, hi)
                     if a < hi and col[a] == b:
                         spans.append((b, a, bisect_right(col, b, a, hi)))
@@ -989,7 +1026,7 @@ class CompiledGrammar:
                 while a < hi:
                     b = col[a]
                     z = bisect_right(col, b, a, hi)
-                    if row[b] != DEAD:
+                    if b in row:
                         spans.append((b, a, z))
                     a = z
             for b, a, z in spans:
@@ -1135,28 +1172,58 @@ class CompiledGrammar:
         """A node whose ends are ``base``'s, with tokens ``fix_t`` ``(f,)`` (among them) ending in states
         ``fix_s`` instead, tokens ``drop`` gone and tokens ``add_t`` (not among those left) added, ending
         in ``add_s``, all int32; no groups or children.  A narrow base's sparse arrays are patched
-        (:func:`_patched_sparse`); a wide one's dense arrays (made now if missing) in a copy, the
-        result dense only while still wide, else sparse."""
+        (:func:`_patched_sparse`); a wide one gives an overlay node on it (on its base, if it is an
+        overlay itself: :class:`WalkNode`), unless the result is narrow (then sparse) or the changes
+        pass :data:`OVERLAY_MAX_TOKENS` (then a patched copy of the dense arrays)."""
         if base.n_end <= self._dense_min:
             return WalkNode(*_patched_sparse(base.end_tok, base.end_state, fix_t, fix_s, drop, add_t, add_s), {}, {})
-        self._densify(base)
-        assert base.dense_end is not None and base.end_states is not None and base.dense_any is not None
-        dense = base.dense_end.copy()
-        dense[fix_t] = fix_s
-        if drop is not None:
-            dense[drop] = DEAD
-        dense[add_t] = add_s
-        n = int(np.count_nonzero(dense))
+        root = base.base if base.base is not None else base
+        self._densify(root)
+        assert root.dense_end is not None and root.end_states is not None and root.dense_any is not None
+        prior = None
+        if base.base is not None:
+            assert base.over_tok is not None and base.over_state is not None
+            prior = (base.over_tok, base.over_state)
+        n_changes = fix_t.size + add_t.size + (drop.size if drop is not None else 0) + (prior[0].size if prior else 0)
+        if n_changes <= 64:  # few (the usual case): merged in a dict, in order, the last change of a token winning
+            ch: dict[int, int] = dict(zip(prior[0].tolist(), prior[1].tolist())) if prior else {}
+            ch.update(zip(fix_t.tolist(), fix_s.tolist()))
+            if drop is not None:
+                ch.update(dict.fromkeys(drop.tolist(), DEAD))
+            ch.update(zip(add_t.tolist(), add_s.tolist()))
+            keys = sorted(ch)
+            tok = np.asarray(keys, dtype=np.int32)
+            new = np.asarray([ch[t] for t in keys], dtype=np.int32)
+        else:
+            parts_t, parts_s = [fix_t], [fix_s]
+            if prior:
+                parts_t.insert(0, prior[0])
+                parts_s.insert(0, prior[1])
+            if drop is not None:
+                parts_t.append(drop.astype(np.int32, copy=False))
+                parts_s.append(np.full(drop.size, DEAD, dtype=np.int32))
+            parts_t.append(add_t)
+            parts_s.append(add_s)
+            t, st = np.concatenate(parts_t), np.concatenate(parts_s)
+            tok, last = np.unique(t[::-1], return_index=True)  # each token's last change wins
+            tok, new = tok.astype(np.int32, copy=False), st[::-1][last]
+        was = root.dense_end[tok]
+        changed = new != was
+        if not changed.all():
+            tok, new, was = tok[changed], new[changed], was[changed]
+        n = root.n_end - int(np.count_nonzero(was)) + int(np.count_nonzero(new))
+        if n > self._dense_min and tok.size <= OVERLAY_MAX_TOKENS:
+            # the end states: a superset (repeats do no harm)
+            states = np.concatenate([root.end_states, new[new != DEAD]]) if tok.size else root.end_states
+            return WalkNode(None, None, {}, {}, base=root, over_tok=tok, over_state=new, end_states=states, n_dense=n)
+        dense = root.dense_end.copy()
+        dense[tok] = new
         if n <= self._dense_min:
-            tok = np.flatnonzero(dense).astype(np.int32)
-            return WalkNode(tok, dense[tok], {}, {})
+            keep = np.flatnonzero(dense).astype(np.int32)
+            return WalkNode(keep, dense[keep], {}, {})
         node = WalkNode(None, None, {}, {}, dense_end=dense, n_dense=n)
-        # a superset of the states left (exact for _fill's all/any test), kept small
-        states = np.concatenate([base.end_states, fix_s, add_s])
-        if states.size > 4 * base.end_states.size + 64:
-            states = np.flatnonzero(np.bincount(dense)[DEAD + 1:]).astype(np.int32) + (DEAD + 1)
-        node.end_states = states
-        node.dense_any = base.dense_any if drop is None and not add_t.size else dense != DEAD
+        node.end_states = np.flatnonzero(np.bincount(dense)[DEAD + 1:]).astype(np.int32) + (DEAD + 1)
+        node.dense_any = dense != DEAD
         return node
 
     def _first_tokens(self, first_ok: np.ndarray) -> np.ndarray:
@@ -1181,12 +1248,8 @@ class CompiledGrammar:
         dfa = self.ctx(cid)
         cands: list[int] = []
         if self._share:
-            fp = (self.vocab.fingerprint(), self.eos_ids)
-            for k in reversed(dfa.shared_walks):
-                if k[:2] == fp and k[2] != d:
-                    cands.append(k[2])
-                    if len(cands) >= 256:
-                        break
+            walked = dfa.walked.get((self.vocab.fingerprint(), self.eos_ids), [])
+            cands = [s for s in walked[:-258:-1] if s != d][:256]
         else:
             for c, s in reversed(self._roots):
                 if c == cid and s != d:
@@ -1197,8 +1260,9 @@ class CompiledGrammar:
             return None
         row = dfa.table[d]
         # tokens to walk from ``d`` per reference: first byte live from ``d`` and leading elsewhere
-        differs = (dfa.table[np.asarray(cands)] != row) & (row != DEAD)  # (n_cands, 256)
-        cost = differs.astype(np.int64) @ self._first_hist
+        # (a bool matrix times float64 counts: exact below 2**53, and no int64 copy of the matrix)
+        differs = dfa.table.take(cands, axis=0) != row  # (n_cands, 256)
+        cost = differs @ np.where(row != DEAD, self._first_hist, 0).astype(np.float64)
         best = int(np.argmin(cost))
         return cands[best] if cost[best] < budget else None
 
@@ -1474,6 +1538,8 @@ class CompiledGrammar:
     def _densify(self, node: WalkNode) -> None:
         """Give wide ``node`` its dense arrays (``dense_end``, ``dense_any``, ``end_states``) if it lacks
         any, and drop its sparse ones (:meth:`WalkNode.dense_only`)."""
+        if node.base is not None:  # an overlay: its base's arrays serve (_fill_ends)
+            return
         if node.dense_end is None or node.end_states is None or node.dense_any is None:
             node.dense_end, node.dense_any, node.end_states = kernels.densify(
                 node.end_tok, node.end_state, self.vocab_size)
@@ -1482,18 +1548,27 @@ class CompiledGrammar:
     def _fill_ends(self, m: np.ndarray, ok: np.ndarray, node: WalkNode) -> None:
         """OR into ``m`` the end tokens of ``node`` whose end state is in ``ok`` ``(n_states,)`` bool."""
         if node.n_end > self._dense_min:
-            self._densify(node)
-            assert node.end_states is not None and node.dense_any is not None and node.dense_end is not None
+            # an overlay fills its base's ends, then sets its own tokens as they were before that, or
+            # ending in an allowed state
+            root = node.base if node.base is not None else node
+            self._densify(root)
+            assert root.end_states is not None and root.dense_any is not None and root.dense_end is not None
+            assert node.end_states is not None
+            over = node.over_tok if node.base is not None else None
+            before = m[over] if over is not None else None
             ok_end = ok[node.end_states]
             if ok_end.all():
-                m |= node.dense_any
+                m |= root.dense_any
             elif ok_end.any():
                 if kernels.ENABLED:
-                    if node.by_state is None:
-                        node.by_state = kernels.group_by_state(node.end_tok, node.end_state)
-                    kernels.fill_by_state(m, ok, *node.by_state)
+                    if root.by_state is None:
+                        root.by_state = kernels.group_by_state(root.end_tok, root.end_state)
+                    kernels.fill_by_state(m, ok, *root.by_state)
                 else:
-                    m |= ok[node.dense_end]
+                    m |= ok[root.dense_end]
+            if over is not None and before is not None and over.size:
+                assert node.over_state is not None
+                m[over] = before | (ok[node.over_state] & (node.over_state != DEAD))
         elif kernels.ENABLED:
             kernels.fill(m, ok, node.end_tok, node.end_state)
         else:
@@ -1735,7 +1810,8 @@ def _inert(x: str, lit: str | None, cg: CompiledGrammar, t: Any) -> bool:
     return False  # x is a prefix of a string of t (st is live)
 
 
-def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> LexerDFA:
+def _shared_dfa(terms: list[TerminalAutomaton], ignore: list[bool], unless: dict[int, list[int]], n_main: int,
+                universe: list[TerminalAutomaton], build: Any) -> LexerDFA:
     """The process-wide automaton of a context with these terminals (built by ``build()`` on a miss).
 
     The key holds each terminal's name and regexp, in Lark's order, the ignore flags, the keyword
@@ -1743,9 +1819,8 @@ def _shared_dfa(spec: tuple, universe: list[TerminalAutomaton], build: Any) -> L
     how partial UTF-8 characters are read).  Guards name terminals of other contexts, so a grammar
     whose terminal of some name has another regexp than the one the shared automaton knows gets a
     private automaton instead."""
-    terms, unless, ignore, n_main = spec
-    explicit = any(a.nonascii for a in universe)
-    key = (tuple((t.name, t.pattern.to_regexp()) for t in terms), tuple(ignore),
+    _, explicit = universe_index(universe)
+    key = (tuple((t.name, t.regexp) for t in terms), tuple(ignore),
            tuple(sorted((k, tuple(v)) for k, v in unless.items())), n_main, explicit)
     dfa = _SHARED_DFAS.get(key)
     if dfa is not None:
@@ -1985,13 +2060,30 @@ class _TrieLevels:
             self.run_from.append(k)
 
 
-def dfa_live_bytes(dfa: LexerDFA, s: int) -> list[int]:
-    """The bytes that do not kill state ``s`` of ``dfa`` (memoised on the automaton; states never change)."""
-    memo = dfa.__dict__.setdefault("_live_bytes", {})
+def dfa_live_moves(dfa: LexerDFA, s: int) -> dict[int, int]:
+    """The bytes that do not kill state ``s`` of ``dfa``, ascending, and the state each leads to
+    (memoised on the automaton, whose states never change; for an automaton of at most
+    :data:`LIVE_MOVES_AT_ONCE` states, every state's at once: one pass over its table)."""
+    memo: dict[int, dict[int, int]] = dfa.__dict__.setdefault("_live_moves", {})
     r = memo.get(s)
     if r is None:
-        r = memo[s] = np.flatnonzero(dfa.table[s]).tolist()
+        n = dfa.n_states
+        if n <= LIVE_MOVES_AT_ONCE:
+            at, byte = np.nonzero(dfa.table)
+            nxt = dfa.table[at, byte].tolist()
+            cuts = np.searchsorted(at, np.arange(n + 1)).tolist()
+            byte_l = byte.tolist()
+            for q in range(n):
+                memo[q] = dict(zip(byte_l[cuts[q]:cuts[q + 1]], nxt[cuts[q]:cuts[q + 1]]))
+            r = memo[s]
+        else:
+            row = dfa.table[s]
+            live = np.flatnonzero(row)
+            r = memo[s] = dict(zip(live.tolist(), row[live].tolist()))
     return r
+
+
+LIVE_MOVES_AT_ONCE = 128
 
 
 _TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}

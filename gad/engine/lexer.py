@@ -51,6 +51,8 @@ from gad.grammar.automata import (
     AutomatonTooLarge,
     clip,
     coreachable,
+    literal_text,
+    literal_words,
     minimize,
     regex_fsm,
 )
@@ -474,7 +476,7 @@ class TerminalAutomaton:
 _LAST_UNIVERSE: list[Any] = [None, -1, ({}, False)]
 
 
-def _universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, TerminalAutomaton], bool]:
+def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, TerminalAutomaton], bool]:
     """``({name: automaton}`` (the first of each name), whether any names a non-ASCII character)``
     of ``universe``; the last result is kept (a grammar's contexts all pass its one universe list)."""
     last = _LAST_UNIVERSE
@@ -558,6 +560,7 @@ class LexerDFA:
     fork_ok: np.ndarray  # (forks, 256) bool
     serial: int  # process-wide number of a shared automaton (gad.engine.compiler), 0 otherwise
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
+    walked: dict[tuple, list[int]]  # the states of those walks in the order walked, by (vocabulary, EOS ids)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
 
@@ -571,7 +574,7 @@ class LexerDFA:
         self.ignore_bits = sum(1 << i for i, ig in enumerate(ignore) if ig)
         self.unless = unless
         self._no_cut = frozenset(j for js in unless.values() for j in js)
-        base, explicit = _universe_index(universe or [])
+        base, explicit = universe_index(universe or [])
         uni = dict(base)
         for t in terminals:
             if t.name not in uni:
@@ -584,6 +587,7 @@ class LexerDFA:
         self.fork_ok_byte: list[np.ndarray] = []
         self.serial = 0
         self.shared_walks = {}
+        self.walked = {}
         self._build()
 
     # ----------------------------------------------------------------------------------- building
@@ -885,9 +889,69 @@ class LexerDFA:
         self.compiled_build = (kernels.ENABLED and not any(t.nonascii for t in self.terms)
                                and 0 < len(self.terms) <= _COMPILED_MAX_TERMS)
         if self.compiled_build:
-            self._explore_compiled()
+            lit = self._single_literal()
+            if lit is not None:
+                self._build_literal(*lit)
+            else:
+                self._explore_compiled()
         else:
             self._explore(0)
+
+    def _single_literal(self) -> tuple[bytes, list[int]] | None:
+        """``(bytes, local states)`` of this context's one terminal when it is an ASCII literal (a key of
+        an object, a punctuation mark) read on its own (no ignore flag, no keyword map) and its
+        automaton is the chain of ``n + 1`` states the literal's ``n`` bytes step through, nothing else
+        (the local states: each chain state's rank among the automaton's, as in
+        :meth:`TerminalAutomaton.byte_tables`); else None."""
+        if len(self.terms) != 1 or self.n_main != 1 or self.unless or bool(self.ignore[0]):
+            return None
+        t = self.terms[0]
+        text = literal_text(t.regexp)
+        if text is None or not text.isascii() or t.nonascii:
+            return None
+        fsm = t.fsm
+        n = len(text)
+        if len(fsm.states) != n + 1:
+            return None
+        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
+        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
+        chain = [fsm.initial]
+        for ch in text:
+            row = moves.get(chain[-1], {})
+            nxt = row.get(sym.get(ch, -1))
+            if nxt is None or len(row) != 1:
+                return None
+            chain.append(nxt)
+        if set(fsm.finals) != {chain[-1]} or moves.get(chain[-1]) or len(set(chain)) != n + 1:
+            return None
+        rank = {q: i for i, q in enumerate(sorted(cast(Any, fsm.states)))}
+        return text.encode("ascii"), [rank[q] for q in chain]
+
+    def _build_literal(self, lit: bytes, local: list[int]) -> None:
+        """What :meth:`_explore_compiled` builds for a context of one ASCII literal (:meth:`_single_literal`),
+        made directly: the dead state, the empty lexeme, then one state per byte read, the last one a
+        fork with no guard (a literal cannot go on) whose reach is the terminal; no partial characters
+        (the literal reads no byte >= 0x80).  ``tests/engine/test_lexer_build.py`` checks it equals the
+        compiled product's build, array for array."""
+        n = len(lit)
+        total = n + 2
+        karr = np.zeros((total, 3), dtype=np.int32)  # (local state, best terminal, partial-character code)
+        karr[DEAD] = -1
+        karr[START:, 0] = local
+        karr[START:, 1] = -1
+        karr[total - 1, 1] = 0
+        table = np.zeros((total, 256), dtype=np.int32)
+        table[np.arange(START, n + 1), np.frombuffer(lit, dtype=np.uint8)] = np.arange(START + 1, total, dtype=np.int32)
+        for name in ("_keys", "_index", "rows"):
+            self.__dict__.pop(name, None)
+        self._karr = karr
+        fork_ok = np.ones((1, 256), dtype=bool)
+        self._fork_index[(0, _NO_GUARD)] = 0
+        self.forks.append((0, _NO_GUARD))
+        self.fork_ok_byte.extend(fork_ok)
+        self._fork_list = [-1] * (total - 1) + [0]
+        self._reach_list = [0] + [1] * (total - 1)
+        self._finish(0, table, fork_ok)
 
     def _explore_compiled(self) -> None:
         """Build every state the start state reaches with the compiled product
@@ -903,10 +967,11 @@ class LexerDFA:
         off = np.fromiter(accumulate([tb[0].shape[0] for tb in tabs[:-1]], initial=0), dtype=np.int64, count=n_terms)
         no_cut = np.asarray([j in self._no_cut for j in range(n_terms)], dtype=bool)
         start = np.asarray([tb[3] for tb in tabs], dtype=np.int32)
-        fin = np.concatenate([tb[2] for tb in tabs])
-        asc = np.concatenate([tb[0] for tb in tabs])
-        built = kernels.explore_product(asc, np.concatenate([tb[1] for tb in tabs]),
-                                        fin, off, self.n_main, no_cut, _PEND_TABLE, _LEAD_CODE,
+        if n_terms == 1:  # (one automaton: its own tables, no copies)
+            asc, ae, fin = tabs[0][:3]
+        else:
+            asc, ae, fin = (np.concatenate([tb[k] for tb in tabs]) for k in range(3))
+        built = kernels.explore_product(asc, ae, fin, off, self.n_main, no_cut, _PEND_TABLE, _LEAD_CODE,
                                         _joint_classes([tb[5] for tb in tabs]), start, MAX_CONTEXT_STATES)
         if built is None:
             self._too_many_states()
@@ -942,7 +1007,7 @@ class LexerDFA:
         maps = [tb[4] for tb in tabs]
         offs = off.tolist()
         fin_l = fin.tolist()
-        ext_l = np.concatenate([tb[6] for tb in tabs]).tolist()
+        ext_l = [e for tb in tabs for e in tb[6].tolist()]
         index = self._fork_index
         new_entries: list[list[tuple[int, int]]] = []  # per new fork, its guard's (table row, terminal offset)
         for s, r in zip(at.tolist(), karr[at].tolist()):
@@ -1290,6 +1355,16 @@ class LexerDFA:
         self._high_memo = {}
 
     # ------------------------------------------------------------------------------------ queries
+    def finite(self) -> bool:
+        """Whether every terminal of the context matches finitely many strings, all of them written
+        out (keys of an object, string enums, punctuation: :func:`gad.grammar.automata.literal_words`);
+        a walk of the vocabulary's byte trie from any state then meets few live nodes.  Made on first
+        use and kept."""
+        r = self.__dict__.get("_finite")
+        if r is None:
+            r = self._finite = all(literal_words(t.regexp) is not None for t in self.terms)
+        return r
+
     def ok_states(self, allowed_bits: int) -> np.ndarray:
         """``(n_states,)`` bool: states from which a lexeme whose type is in ``allowed_bits``
         (a bit set of terminal ids; ignore terminals are always allowed) can still be completed."""

@@ -291,6 +291,54 @@ def test_derived_root_walks_equal_plain_walks(which: str, walks: str, smollm2_to
     assert checked > 20 and derived > 20 and dense_refs > 0
 
 
+def test_overlay_nodes_fill_as_their_patched_copies(walks: str, smollm2_tokenizer) -> None:
+    """A wide walk derived from another is an overlay on it (:attr:`WalkNode.base`, no arrays of its
+    own): its ends, and every mask fill of them (all end states allowed, some, none; over a mask
+    already holding other tokens), equal those of the same changes made to a copy, also for an
+    overlay derived from an overlay (changes merged on the first base, the last change winning)."""
+    cg = _compiled("json", smollm2_tokenizer)
+    cid, d = next((c, s) for c in range(len(cg._ctx_specs)) for s in _states(cg, c, 40)
+                  if cg.root(c, s).n_end > 4 * cg._dense_min)
+    base = cg.root(cid, d)
+    rng = np.random.default_rng(11)
+    n_states = cg.ctx(cid).n_states
+    ends = dict(zip(base.end_tok.tolist(), base.end_state.tolist()))
+    want = dict(ends)
+    node = base
+    overlays = 0
+    for k in (3, 3, 30, 3):  # few changes (merged in a dict), then more (np.unique), over the first's
+        have = np.fromiter(want, dtype=np.int32)
+        fix_t = np.unique(rng.choice(have, k)).astype(np.int32)
+        fix_s = rng.integers(START, n_states, fix_t.size).astype(np.int32)
+        drop = np.unique(rng.choice(have, k)).astype(np.int32)
+        add_t = np.unique(np.concatenate([drop[:2], rng.choice(np.setdiff1d(cg._content, have), k)])).astype(np.int32)
+        add_s = rng.integers(START, n_states, add_t.size).astype(np.int32)
+        for t, st in zip(fix_t.tolist(), fix_s.tolist()):
+            want[t] = st
+        for t in drop.tolist():
+            want.pop(t, None)
+        for t, st in zip(add_t.tolist(), add_s.tolist()):
+            want[t] = st
+        node = cg._patched(node, fix_t, fix_s, drop, add_t, add_s)
+        overlays += node.base is base
+        assert node.base is None or node.base.base is None
+        assert dict(zip(node.end_tok.tolist(), node.end_state.tolist())) == want
+        assert node.n_end == len(want)
+        copy = WalkNode(np.fromiter(want, dtype=np.int32), np.fromiter(want.values(), dtype=np.int32), {}, {})
+        order = np.argsort(copy.end_tok)
+        copy.end_tok, copy.end_state = copy.end_tok[order], copy.end_state[order]
+        for share in (1.0, 0.5, 0.0):
+            ok = rng.random(n_states) < share
+            ok[DEAD] = False
+            m0 = rng.random(cg.vocab_size) < 0.3
+            got, exp = m0.copy(), m0.copy()
+            cg._fill_ends(got, ok, node)
+            exp[copy.end_tok[ok[copy.end_state]]] = True
+            assert np.array_equal(got, exp), share
+    assert overlays == 4
+    assert np.array_equal(base.end_tok, np.fromiter(ends, dtype=np.int32))  # the base is left intact
+
+
 def test_keys_prefixes_pick_a_reference_and_mask_as_before(walks: str, smollm2_tokenizer) -> None:
     """Inside an object's key, most tokens leave only the any-string terminal alive: the walk from a
     longer key prefix is derived from an earlier prefix's walk, walking a few hundred tokens, and the

@@ -307,3 +307,29 @@ def test_word_set_tables_equal_the_general_ones(builder: str, words: list[str]) 
         else:
             assert a == b
     assert TerminalAutomaton.build("W_REP", '"[ab]+"')._word_tables() is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.sampled_from('ab"\\:_,{}\x00\x7f 9'), min_size=1, max_size=12),
+       other=st.sampled_from(["", "é", "ab"]))
+def test_a_literal_context_builds_the_product_automaton(builder: str, text: str, other: str, monkeypatch) -> None:
+    """A context of one ASCII literal (an object's key, a punctuation mark) is built directly
+    (``LexerDFA._build_literal``): the reference automaton, and the compiled product's, array for array,
+    whatever other terminal the grammar has (one naming a non-ASCII character changes how partial
+    characters are read in other contexts, not here)."""
+    from gad.engine.lexer import TerminalAutomaton
+
+    lit = TerminalAutomaton.build(f"L{abs(hash(text))}", re.escape(text))
+    universe = [lit] + ([TerminalAutomaton.build(f"O{abs(hash(other))}", re.escape(other))] if other else [])
+    fast = LexerDFA([lit], [False], {}, 1, universe)
+    assert fast._single_literal() is not None  # (taken by the compiled build only)
+    _check_context(fast)
+    if builder == "compiled":
+        with monkeypatch.context() as mp:  # (undone before hypothesis's next example)
+            mp.setattr(LexerDFA, "_single_literal", lambda self: None)
+            product = LexerDFA([lit], [False], {}, 1, universe)
+        for name in ("_karr", "table", "flat_sink", "fork_id", "fork_ok", "is_start", "reach_group"):
+            a, b = getattr(fast, name), getattr(product, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        for name in ("forks", "fork_list", "reach", "reach_values", "n_states", "_keys", "rows", "compiled_build"):
+            assert getattr(fast, name) == getattr(product, name), name
