@@ -115,6 +115,10 @@ class WalkNode:
             int32 instead (0: not ending here); ``n_dense`` counts its ends, ``end_states`` holds a
             superset of their states.  A derived walk then costs no copy of the vocabulary-wide
             arrays (192 KB for SmolLM2), and its mask fill reuses the base's.
+        codes, by_code: a wide walk translated from another automaton's (:meth:`CompiledGrammar._term_walk`)
+            keeps the stored walk's ``(vocab,)`` int32 codes (shared, 0: no end) and its own
+            ``(codes,)`` int32 state per code: :attr:`dense_end` is ``by_code[codes]``, made only when
+            a mask fill or a derivation needs it (most fills take :attr:`dense_any`, shared too).
     """
 
     sparse_tok: np.ndarray | None
@@ -130,6 +134,8 @@ class WalkNode:
     base: WalkNode | None = None
     over_tok: np.ndarray | None = None
     over_state: np.ndarray | None = None
+    codes: np.ndarray | None = None
+    by_code: np.ndarray | None = None
 
     @property
     def end_tok(self) -> np.ndarray:
@@ -167,12 +173,23 @@ class WalkNode:
         Raises:
             AssertionError: a node with sparse ends only."""
         if self.base is not None:
-            assert self.base.dense_end is not None and self.over_tok is not None and self.over_state is not None
-            dense = self.base.dense_end.copy()
+            assert self.over_tok is not None and self.over_state is not None
+            dense = self.base.dense_ends().copy()
             dense[self.over_tok] = self.over_state
             return dense
+        if self.dense_end is None and self.codes is not None:
+            assert self.by_code is not None
+            self.dense_end = self.by_code[self.codes]
         assert self.dense_end is not None
         return self.dense_end
+
+    def ends_of(self, tok: np.ndarray) -> np.ndarray:
+        """The end states ``(k,)`` int32 (0: none) of tokens ``tok`` ``(k,)`` of a dense-only node that is
+        no overlay, without making :attr:`dense_end` of a translated walk."""
+        if self.dense_end is None and self.codes is not None:
+            assert self.by_code is not None
+            return self.by_code[self.codes[tok]]
+        return self.dense_ends()[tok]
 
     def dense_only(self) -> WalkNode:
         """Drop the sparse end arrays of a node whose dense ones are made (``dense_end``, ``end_states``
@@ -782,22 +799,33 @@ class CompiledGrammar:
             out[fid] = (tok, off)
         self.stats["term_walks"] = self.stats.get("term_walks", 0) + 1
         states = np.asarray(ids, dtype=np.int32)
-        if len(ends) == 2:  # sparse: (end tokens, their state codes)
-            return WalkNode(ends[0], states[ends[1]], out, {})
-        code, live, count = ends  # dense: code + 1 by token id (0: no end), which tokens end, how many
+        if ends[0] == "sparse":  # (end tokens, their state codes)
+            return WalkNode(ends[1], states[ends[2]], out, {})
         by_code = np.empty(states.size + 1, dtype=np.int32)
         by_code[0], by_code[1:] = DEAD, states
-        return WalkNode(None, None, out, {}, dense_end=by_code[code], end_states=states, dense_any=live,
+        if ends[0] == "chain":  # a uniform walk's: the shared length codes, the walked tokens over them
+            _, codes, chain_codes, live, n_chain, over_tok, over_codes, count = ends
+            base = WalkNode(None, None, {}, {}, codes=codes, by_code=by_code[chain_codes], end_states=states,
+                            dense_any=live, n_dense=n_chain)
+            return WalkNode(None, None, out, {}, base=base, over_tok=over_tok, over_state=by_code[over_codes],
+                            end_states=states, n_dense=count)
+        _, code, live, count = ends  # dense: code + 1 by token id (0: no end), which tokens end, how many
+        return WalkNode(None, None, out, {}, codes=code, by_code=by_code, end_states=states, dense_any=live,
                         n_dense=count)
 
     def _keep_term_walk(self, dfa: LexerDFA, d: int, node: WalkNode) -> None:
         """Store ``node`` (the root walk from ``d``) in terminal-local terms for :meth:`_term_walk`."""
         one = _one_terminal(dfa, d)
-        if one is None or node.base is not None:
+        chain = node.base if node.base is not None and node.base.codes is not None else None
+        if one is None or (node.base is not None and chain is None):
             return
         i, local = one
-        wide = node.dense_end is not None and node.dense_any is not None and node.n_end > self._dense_min
-        end_state = node.dense_end if wide else node.end_state
+        wide = node.sparse_tok is None and node.n_end > self._dense_min and (chain is not None or node.dense_any is not None)
+        if chain is not None:  # a uniform walk: the chain's states and the walked tokens'
+            assert chain.by_code is not None and node.over_state is not None
+            end_state = np.concatenate([chain.by_code, node.over_state])
+        else:
+            end_state = node.dense_ends() if wide else node.end_state
         assert end_state is not None
         states = np.flatnonzero(np.bincount(end_state, minlength=1)) if end_state.size else end_state
         if wide:
@@ -809,12 +837,18 @@ class CompiledGrammar:
         lut = np.zeros(max(int(states.max()) + 1, 1) if states.size else 1, dtype=np.int32)
         lut[states] = np.arange(states.size, dtype=np.int32)
         groups = [(tuple(sorted(g for _, g in dfa.forks[f][1])), tok, off) for f, (tok, off) in node.groups.items()]
-        if wide:  # the codes shifted by one, 0 where no token ends; the node's bool array shared
+        if chain is not None:  # the chain's states and the walked tokens' as codes + 1 (0: none)
+            assert chain.codes is not None and chain.by_code is not None and node.over_tok is not None
             lut += 1
             lut[DEAD] = 0
-            ends: tuple = (lut[end_state], node.dense_any, node.n_end)
+            ends: tuple = ("chain", chain.codes, lut[chain.by_code], chain.dense_any, chain.n_end, node.over_tok,
+                           lut[node.over_state], node.n_end)
+        elif wide:  # the codes shifted by one, 0 where no token ends; the node's bool array shared
+            lut += 1
+            lut[DEAD] = 0
+            ends = ("dense", lut[end_state], node.dense_any, node.n_end)
         else:
-            ends = (node.end_tok, lut[end_state])
+            ends = ("sparse", node.end_tok, lut[end_state])
         _TERM_WALKS[self._term_key(dfa, i, local)] = (ends, keys, groups)
         while len(_TERM_WALKS) > TERM_WALK_LIMIT:
             _TERM_WALKS.pop(next(iter(_TERM_WALKS)))
@@ -885,7 +919,6 @@ class CompiledGrammar:
         ends = np.zeros(pt.longest + 2, dtype=np.int32)  # by length; DEAD past the chain and for the others
         ends[: len(chain)] = chain
         rest = self._walk(cid, d, pt.others, np.zeros(pt.others.size, dtype=np.int32))
-        dense, live, n_end, end_states = kernels.chain_ends(pt.len_code, ends, rest.end_tok, rest.end_state)
         groups = rest.groups
         if passed:
             groups = dict(groups)
@@ -899,11 +932,9 @@ class CompiledGrammar:
                     if f in groups:
                         tok, off = np.concatenate([groups[f][0], tok]), np.concatenate([groups[f][1], off])
                     groups[f] = (tok, off)
-        if n_end > self._dense_min:  # what _fill reads (and no sparse copy)
-            return WalkNode(None, None, groups, rest.children, dense_end=dense, end_states=end_states,
-                            dense_any=live, n_dense=n_end)
-        end_tok = np.flatnonzero(live).astype(np.int32)
-        return WalkNode(end_tok, dense[end_tok], groups, rest.children)
+        node = _chain_node(pt, ends, len(chain) - 1, rest.end_tok, rest.end_state, self._dense_min)
+        node.groups, node.children = groups, rest.children
+        return node
 
     def _level_walk(self, dfa: LexerDFA, d: int) -> WalkNode:
         """The walk of every content token from state ``d``: compiled (:func:`gad.engine.kernels.walk_vocabulary`,
@@ -1179,21 +1210,34 @@ class CompiledGrammar:
             return WalkNode(*_patched_sparse(base.end_tok, base.end_state, fix_t, fix_s, drop, add_t, add_s), {}, {})
         root = base.base if base.base is not None else base
         self._densify(root)
-        assert root.dense_end is not None and root.end_states is not None and root.dense_any is not None
+        assert root.end_states is not None and root.dense_any is not None
         prior = None
         if base.base is not None:
             assert base.over_tok is not None and base.over_state is not None
             prior = (base.over_tok, base.over_state)
-        n_changes = fix_t.size + add_t.size + (drop.size if drop is not None else 0) + (prior[0].size if prior else 0)
-        if n_changes <= 64:  # few (the usual case): merged in a dict, in order, the last change of a token winning
-            ch: dict[int, int] = dict(zip(prior[0].tolist(), prior[1].tolist())) if prior else {}
-            ch.update(zip(fix_t.tolist(), fix_s.tolist()))
+        n_new = fix_t.size + add_t.size + (drop.size if drop is not None else 0)
+        if n_new <= 64:  # few (the usual case): merged in a dict, in order, the last change of a token winning
+            ch: dict[int, int] = dict(zip(fix_t.tolist(), fix_s.tolist()))
             if drop is not None:
                 ch.update(dict.fromkeys(drop.tolist(), DEAD))
             ch.update(zip(add_t.tolist(), add_s.tolist()))
             keys = sorted(ch)
             tok = np.asarray(keys, dtype=np.int32)
             new = np.asarray([ch[t] for t in keys], dtype=np.int32)
+            added = new
+            if prior is not None:  # onto the base's own changes (ascending): replaced in place or added
+                at = np.searchsorted(prior[0], tok)
+                hit = at < prior[0].size
+                hit[hit] = prior[0][at[hit]] == tok[hit]
+                merged = prior[1].copy()
+                merged[at[hit]] = new[hit]
+                miss = ~hit
+                if miss.any():
+                    t = np.concatenate([prior[0], tok[miss]])
+                    order = np.argsort(t, kind="stable")
+                    tok, new = t[order], np.concatenate([merged, new[miss]])[order]
+                else:
+                    tok, new = prior[0], merged
         else:
             parts_t, parts_s = [fix_t], [fix_s]
             if prior:
@@ -1207,16 +1251,20 @@ class CompiledGrammar:
             t, st = np.concatenate(parts_t), np.concatenate(parts_s)
             tok, last = np.unique(t[::-1], return_index=True)  # each token's last change wins
             tok, new = tok.astype(np.int32, copy=False), st[::-1][last]
-        was = root.dense_end[tok]
+            added = new
+        was = root.ends_of(tok)
         changed = new != was
         if not changed.all():
             tok, new, was = tok[changed], new[changed], was[changed]
         n = root.n_end - int(np.count_nonzero(was)) + int(np.count_nonzero(new))
         if n > self._dense_min and tok.size <= OVERLAY_MAX_TOKENS:
-            # the end states: a superset (repeats do no harm)
-            states = np.concatenate([root.end_states, new[new != DEAD]]) if tok.size else root.end_states
+            # the end states: a superset (repeats do no harm), the base's and those this call adds
+            assert base.end_states is not None
+            states = np.concatenate([base.end_states, added[added != DEAD]]) if added.size else base.end_states
+            if states.size > 2 * root.end_states.size + 64:
+                states = np.unique(states)
             return WalkNode(None, None, {}, {}, base=root, over_tok=tok, over_state=new, end_states=states, n_dense=n)
-        dense = root.dense_end.copy()
+        dense = root.dense_ends().copy()
         dense[tok] = new
         if n <= self._dense_min:
             keep = np.flatnonzero(dense).astype(np.int32)
@@ -1540,7 +1588,7 @@ class CompiledGrammar:
         any, and drop its sparse ones (:meth:`WalkNode.dense_only`)."""
         if node.base is not None:  # an overlay: its base's arrays serve (_fill_ends)
             return
-        if node.dense_end is None or node.end_states is None or node.dense_any is None:
+        if (node.dense_end is None and node.codes is None) or node.end_states is None or node.dense_any is None:
             node.dense_end, node.dense_any, node.end_states = kernels.densify(
                 node.end_tok, node.end_state, self.vocab_size)
         node.dense_only()
@@ -1552,7 +1600,7 @@ class CompiledGrammar:
             # ending in an allowed state
             root = node.base if node.base is not None else node
             self._densify(root)
-            assert root.end_states is not None and root.dense_any is not None and root.dense_end is not None
+            assert root.end_states is not None and root.dense_any is not None
             assert node.end_states is not None
             over = node.over_tok if node.base is not None else None
             before = m[over] if over is not None else None
@@ -1565,7 +1613,7 @@ class CompiledGrammar:
                         root.by_state = kernels.group_by_state(root.end_tok, root.end_state)
                     kernels.fill_by_state(m, ok, *root.by_state)
                 else:
-                    m |= ok[root.dense_end]
+                    m |= ok[root.dense_ends()]
             if over is not None and before is not None and over.size:
                 assert node.over_state is not None
                 m[over] = before | (ok[node.over_state] & (node.over_state != DEAD))
@@ -1875,6 +1923,32 @@ def _add_groups(groups: dict[int, tuple[np.ndarray, np.ndarray]],
             groups[fid] = (t_a, o_a)
 
 
+def _chain_node(pt: _PlainTokens, ends: np.ndarray, length: int, rest_tok: np.ndarray, rest_state: np.ndarray,
+                dense_min: int) -> WalkNode:
+    """The end tokens of a uniform root walk (:meth:`CompiledGrammar._uniform_walk`), no groups: a plain
+    token of ``k`` bytes ends in ``ends[k]`` ``(longest + 2,)`` int32 (the chain of states; DEAD past
+    ``length`` bytes and for the other tokens), each walked token ``rest_tok`` ``(r,)`` int32 (none of
+    them plain) in ``rest_state``.  Wide: an overlay (:class:`WalkNode`) of the walked tokens on a node
+    of the plain tokens' shared length codes, whose ``dense_any`` is shared by every chain of that
+    length: no array over the vocabulary is made.  Narrow: sparse, ascending."""
+    n_plain = int(pt.len_start[length + 1])  # the plain tokens of at most ``length`` bytes
+    live = rest_state != DEAD
+    order = np.argsort(rest_tok[live], kind="stable")
+    rest_tok, rest_state = rest_tok[live][order].astype(np.int32), rest_state[live][order].astype(np.int32)
+    n_end = n_plain + rest_tok.size
+    if n_end > dense_min:
+        states = np.unique(np.concatenate([ends[1:length + 1], rest_state]))  # (read by every fill)
+        base = WalkNode(None, None, {}, {}, codes=pt.len_code, by_code=ends, end_states=states,
+                        dense_any=pt.live_upto(length), n_dense=n_plain)
+        return WalkNode(None, None, {}, {}, base=base, over_tok=rest_tok, over_state=rest_state,
+                        end_states=states, n_dense=n_end)
+    plain = pt.by_len[:n_plain]
+    tok = np.concatenate([plain, rest_tok])
+    st = np.concatenate([ends[pt.len_code[plain]], rest_state])
+    order = np.argsort(tok, kind="stable")
+    return WalkNode(tok[order], st[order], {}, {})
+
+
 def _join_groups(base: WalkNode, groups: dict[int, tuple[np.ndarray, np.ndarray]], same: set[int],
                  extra: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int], WalkNode]:
     """Add a derived walk's own fork entries ``extra`` to ``groups`` (the reference's, filtered; in
@@ -1975,6 +2049,16 @@ class _PlainTokens:
         ids = np.flatnonzero(plain)
         self.by_len = ids[np.argsort(lens[ids], kind="stable")].astype(np.int32)
         self.len_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
+        self._upto: dict[int, np.ndarray] = {}
+
+    def live_upto(self, length: int) -> np.ndarray:
+        """``(vocab,)`` bool: the plain tokens of at most ``length`` bytes (kept: a chain of that length
+        ends exactly those, whatever its states)."""
+        r = self._upto.get(length)
+        if r is None:
+            r = self._upto[length] = self.len_code <= length
+            r.setflags(write=False)
+        return r
 
 
 class _TrieLevels:

@@ -399,54 +399,6 @@ def densify(end_tok: np.ndarray, end_state: np.ndarray, vocab_size: int
 
 
 @_jit
-def _chain_ends(len_code: np.ndarray, ends: np.ndarray, rest_tok: np.ndarray, rest_state: np.ndarray,
-                dense: np.ndarray, live: np.ndarray, seen: np.ndarray) -> int:  # pragma: no cover - compiled
-    n = 0
-    for t in range(len_code.size):
-        s = ends[len_code[t]]
-        dense[t] = s
-        if s != 0:
-            live[t] = True
-            seen[s] = True
-            n += 1
-    for i in range(rest_tok.size):
-        t = rest_tok[i]
-        s = rest_state[i]
-        dense[t] = s
-        if s != 0 and not live[t]:
-            live[t] = True
-            seen[s] = True
-            n += 1
-    return n
-
-
-def chain_ends(len_code: np.ndarray, ends: np.ndarray, rest_tok: np.ndarray, rest_state: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    """The end tokens of a uniform root walk (``CompiledGrammar._uniform_walk``): token ``t`` ends in
-    ``ends[len_code[t]]`` (``len_code`` ``(vocab,)`` intp, ``ends`` int32, 0: none), except the walked
-    tokens ``rest_tok`` ``(r,)`` int32, which end in ``rest_state`` (0 or a state; none of them ends by
-    ``len_code``).  Returns ``(dense, live, n, end_states)``: ``(vocab,)`` int32 end state by token id,
-    ``(vocab,)`` bool the tokens that end, how many, and the distinct end states ``(k,)`` int32
-    ascending.  One pass over the vocabulary (numpy's take, comparison, nonzero and gather took ~0.5 ms
-    on 49k tokens in MaskBench's masks); no sparse copy (a wide walk node keeps the dense arrays only)."""
-    rest_tok = np.asarray(rest_tok, dtype=np.int32)
-    rest_state = np.asarray(rest_state, dtype=np.int32)
-    if ENABLED:
-        dense = np.empty(len_code.size, dtype=np.int32)
-        live = np.zeros(len_code.size, dtype=bool)
-        top = max(int(ends.max()) if ends.size else 0, int(rest_state.max()) if rest_state.size else 0)
-        seen = np.zeros(top + 1, dtype=bool)
-        n = _chain_ends(np.asarray(len_code, dtype=np.int64), np.asarray(ends, dtype=np.int32), rest_tok,
-                        rest_state, dense, live, seen)
-        seen[0] = False
-        return dense, live, int(n), np.flatnonzero(seen).astype(np.int32)
-    dense = ends.take(len_code)
-    dense[rest_tok] = rest_state
-    live = dense != 0
-    return dense, live, int(np.count_nonzero(live)), np.flatnonzero(np.bincount(dense)[1:]).astype(np.int32) + 1
-
-
-@_jit
 def fill_by_state(m: np.ndarray, ok: np.ndarray, states: np.ndarray, starts: np.ndarray,
                   toks: np.ndarray) -> None:  # pragma: no cover - compiled
     """Set ``m[t]`` ``(vocab,)`` bool for the tokens of every end state ``s`` with ``ok[s]``, the tokens
@@ -793,7 +745,6 @@ def load() -> None:
     fill_by_state(m, np.zeros(1, dtype=bool), i32, np.zeros(2, dtype=np.int64), i32)
     group_by_state(i32, i32)
     densify(i32, np.ones(1, dtype=np.int32), 1)
-    chain_ends(np.zeros(1, dtype=np.intp), np.zeros(2, dtype=np.int32), i32, i32)
     _fill_sparse(m, np.zeros(1, dtype=bool), i32, i32)
     pend = np.zeros((2, 4), dtype=np.int32)
     one = np.zeros((1, 128), dtype=np.int32)

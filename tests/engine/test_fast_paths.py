@@ -137,6 +137,8 @@ def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, walks: str
         for d in _states(cg, cid, 5):
             got = cg._level_walk(dfa, d)
             assert np.all(np.diff(got.end_tok) > 0)  # sorted by token id
+            if got.base is not None:  # (its dense arrays are made only when read: not yet)
+                assert got.base.codes is not None and got.base.dense_end is None
             want = _scalar_walk(cg, cid, d, content, zeros)
             assert _as_sets(got) == want, (cid, d)
             if got.dense_end is not None:  # (the compiled walk hands _fill its dense arrays ready)
@@ -167,24 +169,35 @@ def test_uniform_walks_equal_scalar_walks(walks: str, smollm2_tokenizer) -> None
     zeros = np.zeros(content.size, dtype=np.int32)
     longest = cg._trie().plain().longest
     assert 30 < longest < 90
-    used = refused = forked = 0
+    used = refused = forked = coded = 0
+    rng = np.random.default_rng(4)
     for cid in range(len(cg._ctx_specs)):
         for d in _states(cg, cid, 400):
             got = cg._uniform_walk(cid, d)
             if got is None:
                 refused += 1
                 continue
+            if got.base is not None:  # (its dense arrays are made only when read: not yet)
+                assert got.base.codes is not None and got.base.dense_end is None
             want = _scalar_walk(cg, cid, d, content, zeros)
             assert _as_sets(got) == want, (cid, d)
             # plain tokens passing a fork inside the chain (a long string's chunk terminal closing)
             forked += any(t.size > 1000 for t, _ in got.groups.values())
             assert np.all(np.diff(got.end_tok) > 0)
-            if got.dense_end is not None:
-                assert np.array_equal(got.dense_end[got.end_tok], got.end_state)
-                assert np.array_equal(got.end_states, np.unique(got.end_state))
-                assert got.dense_any is not None and np.array_equal(got.dense_any, got.dense_end != DEAD)
+            if got.base is not None:  # wide: the walked tokens over the plain tokens' shared length codes
+                coded += 1
+                assert set(np.unique(got.end_state).tolist()) <= set(got.end_states.tolist())
+                # a mask fill (all end states allowed, some) equals the plain ends' over any mask
+                for share in (1.0, 0.6):
+                    ok = rng.random(cg.ctx(cid).n_states) < share
+                    ok[DEAD] = False
+                    m0 = rng.random(cg.vocab_size) < 0.1
+                    fill, exp = m0.copy(), m0.copy()
+                    cg._fill_ends(fill, ok, got)
+                    exp[[t for t, st in want[0].items() if ok[st]]] = True
+                    assert np.array_equal(fill, exp), (cid, d, share)
             used += 1
-    assert used > 30 and refused > 10 and forked > 5
+    assert used > 30 and refused > 10 and forked > 5 and coded > 10
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
@@ -234,7 +247,7 @@ def test_walks_shared_across_schemas_equal_plain_walks(smollm2_tokenizer) -> Non
     first = {"type": "object", "properties": {"alpha": {"type": "string"}, "beta": {"type": "integer"}}}
     second = {"type": "object", "properties": {"gamma": {"type": "string"}, "delta": {"type": "string"},
                                                "alphabet": {"type": "boolean"}}}
-    projections = 0
+    projections = coded = 0
     for schema, text in ((first, '{"alpha":"x y","beta":3,"zeta":"q"}'),
                          (second, '{"alphabet":true,"gamma":"g\\u00e9","zz":"ab","delta":"d"}')):
         cg = gad.compile(Grammar.from_json_schema(schema), tok, cache_dir=False, warm=False)
@@ -242,10 +255,24 @@ def test_walks_shared_across_schemas_equal_plain_walks(smollm2_tokenizer) -> Non
         for t in tok.encode(text, add_special_tokens=False):
             m.mask()
             assert m.accept_token(t)
+        rng = np.random.default_rng(2)
         for (cid, d), node in list(cg._roots.items()):
             assert _as_sets(node) == _as_sets(_plain(cg, cid, d)), (cid, d)
+            coded += (node.base or node).codes is not None  # (a uniform or a translated walk)
+            # a mask fill of the walk's ends (a coded walk's from the shared codes) = the plain ones'
+            n_states = cg.ctx(cid).n_states
+            for share in (1.0, 0.5):
+                ok = rng.random(n_states) < share
+                ok[DEAD] = False
+                m0 = rng.random(cg.vocab_size) < 0.2
+                got, want = m0.copy(), m0.copy()
+                cg._fill_ends(got, ok, node)
+                ends, _ = _as_sets(node)
+                want[[t for t, st in ends.items() if ok[st]]] = True
+                assert np.array_equal(got, want), (cid, d, share)
         projections += cg.stats.get("projections", 0)
     assert cg.stats.get("term_walks", 0) > 0  # the second schema reused the first one's string walks
+    assert coded > 0
     assert projections > 0
 
 
@@ -320,7 +347,7 @@ def test_overlay_nodes_fill_as_their_patched_copies(walks: str, smollm2_tokenize
         for t, st in zip(add_t.tolist(), add_s.tolist()):
             want[t] = st
         node = cg._patched(node, fix_t, fix_s, drop, add_t, add_s)
-        overlays += node.base is base
+        overlays += node.base is (base.base or base)  # (on the first base: a uniform walk is an overlay too)
         assert node.base is None or node.base.base is None
         assert dict(zip(node.end_tok.tolist(), node.end_state.tolist())) == want
         assert node.n_end == len(want)

@@ -110,26 +110,3 @@ def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool,
     kernels.fill_by_state(m, ok, states, starts, toks)
     want[7] = True
     assert np.array_equal(m, want)
-
-
-@pytest.mark.parametrize("compiled", [True, False])
-def test_chain_ends_read_plain_tokens_by_length_and_the_rest_as_walked(compiled: bool,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """kernels.chain_ends (a uniform root walk's end tokens: by length along a chain of states, the
-    other tokens from their own walk) against a token-by-token reading, over a random vocabulary."""
-    monkeypatch.setattr(kernels, "ENABLED", compiled)
-    rng = np.random.default_rng(1)
-    vocab, longest = 600, 12
-    other = rng.random(vocab) < 0.1  # tokens walked on their own
-    len_code = np.where(other, longest + 1, rng.integers(1, longest + 1, size=vocab)).astype(np.intp)
-    ends = np.zeros(longest + 2, dtype=np.int32)
-    ends[:8] = [5, 9, 3, 9, 7, 2, 11, 4]  # the chain dies after 7 bytes: longer plain tokens end nowhere
-    rest_tok = np.flatnonzero(other).astype(np.int32)
-    rest_state = rng.integers(0, 15, size=rest_tok.size).astype(np.int32)  # 0: died in the walk
-    want = np.array([ends[len_code[t]] for t in range(vocab)], dtype=np.int32)
-    want[rest_tok] = rest_state
-    dense, live, n, distinct = kernels.chain_ends(len_code, ends, rest_tok, rest_state)
-    assert np.array_equal(dense, want) and np.array_equal(live, want != 0)
-    assert n == sum(1 for t in range(vocab) if want[t]) and dense.dtype == np.int32
-    assert distinct.tolist() == sorted(set(want.tolist()) - {0})
-    assert 0 < n < vocab and rest_state.min() == 0
