@@ -2,7 +2,8 @@
 
 Runs gad alone the way ``bench_schema.py`` does (same files, same tokenizer, same set-up, frozen
 start-up heap), with a timer around each engine part: building a lexer automaton
-(``LexerDFA.__init__`` / ``_explore``), root walks (``CompiledGrammar.root``), child walks
+(``LexerDFA.__init__`` / ``_explore``; how many, and how many of them of one literal), root walks
+(``CompiledGrammar.root``), child walks
 (``_walk``), mask fills (``_fill``), context look-ups (``ctx``), parser queries (``allowed_bits``,
 ``ok_states``, ``feed``) and Python's cyclic collector by generation (``gc.callbacks``); each part's time is
 its own (nested parts subtracted).  Prints, for the masks over each threshold, how many there are,
@@ -114,6 +115,17 @@ def main(argv: list[str] | None = None) -> int:
                              (compiler.CompiledGrammar, "feed", "parser queries"),
                              (compiler.CompiledGrammar, "ok_states", "parser queries")]:
         timer.wrap(cls, name, label)
+    # the lexer automata the masks build, by kind (a context of one literal is built directly)
+    in_mask = [False]
+    built = {"one literal": 0, "other": 0}
+    build = lexer.LexerDFA._build
+
+    def counted_build(dfa: Any) -> None:
+        build(dfa)
+        if in_mask[0]:
+            built["one literal" if dfa.compiled_build and dfa._single_literal() is not None else "other"] += 1
+
+    lexer.LexerDFA._build = counted_build  # type: ignore[method-assign]
     gc.collect()
     gc.freeze()
     gc.callbacks.append(timer.gc_callback)
@@ -134,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             for i in tok.encode(sg.dumps(t["data"]), add_special_tokens=False):
                 timer.acc.clear()
                 timer.enter("rest of mask_for")
+                in_mask[0] = True
                 t0 = time.perf_counter()
                 engine.mask(m)
                 dt = time.perf_counter() - t0
+                in_mask[0] = False
                 timer.leave()
                 masks.append((dt, dict(timer.acc)))
                 if not engine.accept(m, i):
@@ -144,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.callbacks.remove(timer.gc_callback)
     times = np.asarray([dt for dt, _ in masks])
     print(f"gad (warm={args.gad_warm}), every {args.step}th file: {times.size:,} masks timed, "
-          f"p50 {1e6 * np.percentile(times, 50):.0f} µs, p99 {1e6 * np.percentile(times, 99):,.0f} µs")
+          f"p50 {1e6 * np.percentile(times, 50):.0f} µs, p99 {1e6 * np.percentile(times, 99):,.0f} µs; "
+          f"lexer automata built in them: {sum(built.values()):,} ({built['one literal']:,} of one literal, built directly)")
     labels = sorted({k for _, parts in masks for k in parts})
     print("| masks over | count | total s | " + " | ".join(labels) + " |")
     print("|---|---|---|" + "---|" * len(labels))

@@ -203,7 +203,11 @@ class WalkNode:
         return self
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("plan", "by_state")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("plan", "by_state")}
+        if self.codes is not None and self.by_code is not None:  # stored with its own end states: a cache
+            state["dense_end"] = self.by_code[self.codes]  # file would hold the shared codes once per node
+            state["codes"] = state["by_code"] = None
+        return state
 
 
 class _ParseTable:
@@ -1602,12 +1606,14 @@ class CompiledGrammar:
             self._densify(root)
             assert root.end_states is not None and root.dense_any is not None
             assert node.end_states is not None
+            ok_end = ok[node.end_states]  # (a superset of the end states of the base's tokens and its own)
+            if not ok_end.any():
+                return
             over = node.over_tok if node.base is not None else None
             before = m[over] if over is not None else None
-            ok_end = ok[node.end_states]
             if ok_end.all():
                 m |= root.dense_any
-            elif ok_end.any():
+            else:
                 if kernels.ENABLED:
                     if root.by_state is None:
                         root.by_state = kernels.group_by_state(root.end_tok, root.end_state)
