@@ -74,6 +74,14 @@ TRIE_WALK_BUDGET = 256
 TRIE_FINITE_STATES = 256
 # a walk node with at most this many end tokens has them checked one by one when a mask is filled
 SMALL_FILL_TOKENS = 8
+# a fork's child walk over at most SUFFIX_MEMO_TOKENS tokens keeps its allowed tokens per the top LR
+# states of the parser stack it is filled at (CompiledGrammar._suffix_fill): first the top
+# SUFFIX_FIRST_DEPTH states, doubled on each read below them, given up past SUFFIX_MAX_DEPTH
+SUFFIX_MEMO_TOKENS = 4096
+SUFFIX_FIRST_DEPTH = 2
+SUFFIX_MAX_DEPTH = 16
+# the LR "state" of the sentinel stack under a suffix: not in the parse table, so reading it raises KeyError
+TRUNCATED = -7
 # the bytes of plain text inside a JSON string (printable ASCII less the quote and the backslash): a
 # state that every one of them moves alike, again and again, walks the tokens made of them by their
 # length alone (CompiledGrammar._uniform_walk)
@@ -265,7 +273,7 @@ class CompiledGrammar:
         self._shift_memo: dict[tuple[Stack, int], int] = {}  # (parent, LR state) -> shiftable terminals
         self._local_memo: dict[tuple[int, int], int] = {}  # (context, parse-table bits) -> context bits
         self._groups_memo: dict[int, tuple[int, list[tuple[tuple, int]]]] = {}
-        self._ok_memo: dict[tuple[int, int], np.ndarray] = {}
+        self._ok_memo: dict[tuple[int, int], tuple[int, np.ndarray, bytes]] = {}  # never saved
         self._masks: OrderedDict[tuple[Stack, int], np.ndarray] = OrderedDict()
         self.mask_cache_size = mask_cache_size
         self._dense_min = max(64, vocab.size // 8)  # token sets larger than this use dense arrays
@@ -516,12 +524,6 @@ class CompiledGrammar:
             stack = self._stk_parent[stack]
         return out[::-1]
 
-    def _reduce(self, s: Stack, act: tuple) -> Stack:
-        parent = self._stk_parent
-        for _ in range(act[1]):
-            s = parent[s]
-        return self.push(s, self.table.actions[self._stk_state[s]][act[2]][1])
-
     def feed(self, stack: Stack, term: str) -> Stack | None:
         """Parser stack after shifting terminal ``term`` (reductions first); None if it is an error."""
         out = self._feed_memo.get((stack, term), -2)
@@ -531,12 +533,18 @@ class CompiledGrammar:
         """:meth:`feed` of a pair not in its memo: only the stack after the shift is interned, not one
         per reduction (:meth:`_scratch_shift`)."""
         out: Stack | None = None
-        shift = self._scratch_shift(stack, term)
-        if shift is not None:
-            s, extra, q = shift
-            for x in extra:
-                s = self.push(s, x)
-            out = self.push(s, q)
+        s, extra, act = self._scratch_run(stack, term, -1)
+        if act is not None:
+            extra.append(act[1])
+            index, parents, states = self._stk_index, self._stk_parent, self._stk_state
+            for x in extra:  # push (inline: a feed is most of a new stack's mask work)
+                r = index.get((s, x))
+                if r is None:
+                    r = index[(s, x)] = len(states)
+                    parents.append(s)
+                    states.append(x)
+                s = r
+            out = s
         self._feed_memo[(stack, term)] = out
         return out
 
@@ -545,15 +553,23 @@ class CompiledGrammar:
         nothing: ``(s, extra, q)`` — the interned stack ``s`` the reductions popped down to, the LR
         states ``extra`` their gotos put above it, and the state shifting ``term`` enters — or None if
         the parser cannot shift ``term``."""
+        s, extra, act = self._scratch_run(stack, term, -1)
+        return None if act is None else (s, extra, act[1])
+
+    def _scratch_run(self, stack: Stack, term: str, stop: int) -> tuple[Stack, list[int], tuple | None]:
+        """Reduce for lookahead ``term`` from ``stack`` on a scratch top of stack until the top is LR
+        state ``stop`` or the action is not a reduction: ``(s, extra, action)`` as in
+        :meth:`_scratch_shift`, ``action`` the shift met or None (an error, or ``stop`` reached)."""
         actions, parent, states = self.table.actions, self._stk_parent, self._stk_state
         s = stack
         extra: list[int] = []  # LR states above ``s``, not interned
         while True:
-            act = actions[extra[-1] if extra else states[s]].get(term)
-            if act is None:
-                return None
-            if act[0] == "s":
-                return s, extra, act[1]
+            top = extra[-1] if extra else states[s]
+            if top == stop:
+                return s, extra, None
+            act = actions[top].get(term)
+            if act is None or act[0] == "s":
+                return s, extra, act
             k = act[1]
             while k and extra:
                 extra.pop()
@@ -563,18 +579,11 @@ class CompiledGrammar:
             extra.append(actions[extra[-1] if extra else states[s]][act[2]][1])
 
     def accepts_end(self, stack: Stack) -> bool:
-        """Does the parser accept end of input from ``stack``?"""
-        actions = self.table.actions
+        """Does the parser accept end of input from ``stack``?  (Its reductions on a scratch top of
+        stack, :meth:`_scratch_run`: nothing is interned.)"""
         end = self.table.end_state
-        s = stack
-        while True:
-            top = self._stk_state[s]
-            if top == end:
-                return True
-            act = actions[top].get("$END")
-            if act is None or act[0] == "s":
-                return False
-            s = self._reduce(s, act)
+        s, extra, _ = self._scratch_run(stack, "$END", end)
+        return (extra[-1] if extra else self._stk_state[s]) == end
 
     def allowed_bits(self, stack: Stack) -> int:
         """Bit set of the terminals (ids of the stack's lexer context) the parser can shift next."""
@@ -704,11 +713,17 @@ class CompiledGrammar:
     def ok_states(self, cid: int, bits: int) -> np.ndarray:
         """``(n_states,)`` bool of context ``cid``: states whose lexeme can close as a terminal in
         ``bits`` (or an ignored one); recomputed when the context's automaton has grown."""
+        return self._ok_entry(cid, bits)[1]
+
+    def _ok_entry(self, cid: int, bits: int) -> tuple[int, np.ndarray, bytes]:
+        """``(n_states, ok, ok as bytes)`` of :meth:`ok_states`: the bytes are for reading a few states
+        (a bytes item costs less than a numpy scalar)."""
         key = (cid, bits)
         r = self._ok_memo.get(key)
-        if r is None or r.shape[0] != self.ctx(cid).n_states:
-            r = self.ctx(cid).ok_states(bits)
-            self._ok_memo[key] = r
+        n = self.ctx(cid).n_states
+        if r is None or r[0] != n:
+            ok = self.ctx(cid).ok_states(bits)
+            r = self._ok_memo[key] = (n, ok, ok.tobytes())
         return r
 
     # ----------------------------------------------------------------------------- token walks
@@ -1539,22 +1554,22 @@ class CompiledGrammar:
         stk_state, state_ctx, dfas, share = self._stk_state, self.state_ctx, self._dfas, self._share
         while todo:
             stack, cid, node = todo.pop()
-            dfa = dfas[cid] or self.ctx(cid)
             plan = node.plan
             if plan is None:
-                plan = self._plan(node, dfa)
-            small, groups = plan
-            if node.n_end:
+                plan = self._plan(node, dfas[cid] or self.ctx(cid))
+            n_end, small, groups = plan
+            if n_end:
                 bits = allowed_memo.get(stack)
                 if bits is None:
                     bits = self.allowed_bits(stack)
-                ok = ok_memo.get((cid, bits))
-                if ok is None or ok.shape[0] != dfa.n_states:
-                    ok = self.ok_states(cid, bits)
+                okp = ok_memo.get((cid, bits))
+                if okp is None or okp[0] != (dfas[cid] or self.ctx(cid)).n_states:
+                    okp = self._ok_entry(cid, bits)
                 if small is not None:
-                    hits.extend([t for t, s in small if ok[s]])
+                    okb = okp[2]
+                    hits.extend([t for t, s in small if okb[s]])
                 else:
-                    self._fill_ends(m, ok, node)
+                    self._fill_ends(m, okp[1], node)
             for fid, term, guard, tok, off in groups:
                 if term is None:  # an ignored lexeme closes: same parser stack
                     nstack: Stack = stack
@@ -1571,9 +1586,73 @@ class CompiledGrammar:
                 if child is None:
                     child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
                     node.children[ck] = child
+                if tok.size <= SUFFIX_MEMO_TOKENS:
+                    got = self._suffix_fill(nstack, ncid, child, tok)
+                    if got is not None:
+                        hits.extend(got)
+                        continue
                 todo.append((nstack, ncid, child))
         if hits:
             m[hits] = True
+
+    def _suffix_fill(self, stack: Stack, cid: int, node: WalkNode, tok: np.ndarray) -> list[int] | None:
+        """The tokens of child walk ``node`` (over tokens ``tok``, context ``cid``) allowed at ``stack``,
+        from a memo keyed by ``node`` and the LR states on top of ``stack``; None where the memo does not
+        serve (the caller fills the walk itself).
+
+        Exact: a miss fills the walk at a *suffix* of the stack — its top ``depth`` states over a
+        sentinel (:data:`TRUNCATED`) that raises KeyError when the parser reads it — so a result is
+        kept only when it depends on those states alone; on a read below them the node's depth doubles
+        (up to :data:`SUFFIX_MAX_DEPTH`, then the node is filled plainly).  A walk reached through a
+        repeated terminal (a token of 64 dashes: 64 unary minuses) is then filled once per suffix,
+        not once per stack."""
+        memo: dict[int, list[Any]] | None = self.__dict__.get("_suffix_memo")
+        if memo is None:
+            memo = {}
+            self._suffix_memo = memo
+        entry = memo.get(id(node))
+        if entry is None:  # a first fill is plain: most walks of a grammar made per request are filled once
+            memo[id(node)] = [SUFFIX_FIRST_DEPTH, {}, node]  # (held: its id is not reused while the entry lives)
+            return None
+        depth = entry[0]
+        if not depth:
+            return None
+        states, parent = self._stk_state, self._stk_parent
+        top: list[int] = []
+        s = stack
+        while s >= 0 and len(top) < depth:
+            top.append(states[s])
+            s = parent[s]
+        key = tuple(top)
+        got = entry[1].get(key)
+        if got is not None:
+            self.stats["suffix_hits"] = self.stats.get("suffix_hits", 0) + 1
+            return got
+        if TRUNCATED in key:  # a suffix already (inside another suffix's fill): no memo here
+            return None
+        t = self._truncated_base()
+        for q in reversed(top):
+            t = self.push(t, q)
+        tmp = np.zeros(self.vocab_size, dtype=bool)
+        try:
+            self._fill(tmp, t, cid, node)
+        except KeyError:  # the parser read below the suffix
+            entry[0] = depth * 2 if depth * 2 <= SUFFIX_MAX_DEPTH else 0
+            return None
+        got = entry[1][key] = tok[tmp[tok]].tolist()
+        return got
+
+    def _truncated_base(self) -> Stack:
+        """The sentinel stack under a suffix: :data:`TRUNCATED` states, one more than the longest rule,
+        so that no reduction pops past it unread."""
+        longest = self.__dict__.get("_longest_rule")
+        if longest is None:
+            longest = self._longest_rule = max(
+                (a[1] for acts in self.table.actions.values() for a in acts.values() if a[0] == "r"), default=0)
+        s = -1
+        for _ in range(longest + 1):
+            s = self.push(s, TRUNCATED)
+        return s
 
     def _plan(self, node: WalkNode, dfa: LexerDFA) -> tuple:
         """:attr:`WalkNode.plan` of ``node`` (a walk of ``dfa``), made and kept."""
@@ -1584,7 +1663,7 @@ class CompiledGrammar:
         for fid, (tok, off) in node.groups.items():
             w, guard = dfa.forks[fid]
             groups.append((fid, None if dfa.ignore[w] else dfa.names[w], guard, tok, off))
-        node.plan = (small, tuple(groups))
+        node.plan = (node.n_end, small, tuple(groups))
         return node.plan
 
     def _densify(self, node: WalkNode) -> None:
@@ -2345,6 +2424,8 @@ def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lar
     # the live-matcher count belongs to this process: a loaded grammar starts with none
     state = {k: v for k, v in cg.__dict__.items() if k not in ("grammar", "vocab", "grammar_sha256", "_n_matchers")}
     state["_masks"] = OrderedDict()
+    state["_ok_memo"] = {}  # per-state bits, quick to remake (and bytes, which the format does not take)
+    state.pop("_suffix_memo", None)  # keyed by walk nodes: remade on use
     encode, _ = _cache_external(lark_obj)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

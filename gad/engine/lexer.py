@@ -1091,8 +1091,9 @@ class LexerDFA:
         return r
 
     def __getstate__(self) -> dict:
-        # the row view, the uniform successors and the key-row look-up are caches: never written to the compile cache
-        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform", "_karr_look")}
+        # the row view, the uniform successors, the key-row look-up and the start states by guard are
+        # caches: never written to the compile cache
+        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform", "_karr_look", "_starts")}
 
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without
@@ -1200,11 +1201,18 @@ class LexerDFA:
         """The state of the empty lexeme under ``guard`` (added, with what it reaches, on first use)."""
         if not guard:
             return START
-        key = (tuple(t.fsm.initial for t in self.terms), -1, guard, ())
-        i = self._index.get(key)
+        memo: dict[frozenset, int] | None = self.__dict__.get("_starts")
+        if memo is None:
+            memo = {}
+            self._starts = memo
+        i = memo.get(guard)
         if i is None:
-            i = self._add(key)
-            self._explore(i)
+            key = (tuple(t.fsm.initial for t in self.terms), -1, guard, ())
+            i = self._index.get(key)
+            if i is None:
+                i = self._add(key)
+                self._explore(i)
+            memo[guard] = i
         return i
 
     def _add(self, key: tuple) -> int:

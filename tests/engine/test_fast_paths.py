@@ -26,7 +26,7 @@ import pytest
 
 import gad
 from gad.engine import kernels
-from gad.engine.compiler import CompiledGrammar, WalkNode
+from gad.engine.compiler import TRUNCATED, CompiledGrammar, WalkNode
 from gad.engine.lexer import DEAD, START, LexerDFA, TerminalAutomaton
 from gad.engine.vocab import Vocabulary
 from gad.grammar import BUILTIN_DIR, Grammar
@@ -434,7 +434,8 @@ def test_allowed_bits_equal_a_probe_of_every_terminal(which: str, smollm2_tokeni
         assert m.accept_token(t)
     assert len(cg._allowed_memo) > (5 if which == "json" else 40)
     for stack, bits in list(cg._allowed_memo.items()):
-        assert bits == _probe(cg, stack), stack
+        if TRUNCATED not in cg.stack_states(stack):  # (a suffix memo's stack: its bottom is unknown)
+            assert bits == _probe(cg, stack), stack
 
 
 def test_allowed_bits_after_a_deep_chain_of_reductions() -> None:
@@ -451,3 +452,53 @@ def test_allowed_bits_after_a_deep_chain_of_reductions() -> None:
     assert len(cg._stk_state) < 300 * 40
     assert m.mask().tolist() == [True, True, True, False]  # EOS (id 3) only after the ";"
     assert m.accept_token(1) and m.is_accepting()
+
+
+SUFFIX_TEXTS = {
+    "sql": ["SELECT a - - - - - 1 FROM t", "SELECT 1 ---------------- 2, -(((((-3))))) FROM t WHERE b = ++++4",
+            "SELECT x FROM t WHERE (((a = 1) AND (b < 2)) OR NOT (c >= 3)) ORDER BY x DESC LIMIT 3",
+            "SELECT count(*) FROM (SELECT a FROM (SELECT a FROM t WHERE a IN (1, 2))) GROUP BY a"],
+    "json": ['[[[[[[[[[[1]]]]]]]]]]', '{"a": [[[[-1, [[[]]]]]]], "b": {"c": [{"d": [[[[[]]]]]}]}}'],
+}
+
+
+@pytest.mark.parametrize("which", ["sql", "json"])
+def test_suffix_memo_fills_as_the_whole_stack(which: str, smollm2_tokenizer, data_dir, monkeypatch) -> None:
+    """A fork's child walk filled from the memo kept per top-of-stack LR states
+    (:meth:`CompiledGrammar._suffix_fill`) gives the mask of a fill at the whole stack: every mask of
+    real Spider queries and of deep nesting and chains of repeated terminals (a token of 16 dashes is
+    16 unary minuses), computed afresh (no mask cache) with the memo and without it, on one compiled
+    grammar whose memo grows with the texts before each."""
+    import json
+
+    import gad.engine.compiler as compiler
+
+    tok = smollm2_tokenizer
+    texts = list(SUFFIX_TEXTS[which])
+    if which == "sql":
+        lines = (data_dir / "spider" / "dev_queries.jsonl").read_text().splitlines()
+        texts += [json.loads(line)["query"] for line in lines[:40:2]]
+    cg = _compiled(which, tok)
+    cg.mask_cache_size = 0
+    seqs = [tok.encode(t, add_special_tokens=False) for t in texts]
+
+    def masks() -> list[np.ndarray]:
+        out = []
+        for ids in seqs:
+            m = cg.matcher()
+            for t in ids:
+                out.append(m.mask())
+                assert m.accept_token(t)
+            out.append(m.mask())
+        return out
+
+    monkeypatch.setattr(compiler, "SUFFIX_MEMO_TOKENS", -1)
+    plain = masks()
+    monkeypatch.setattr(compiler, "SUFFIX_MEMO_TOKENS", 4096)
+    hits = cg.stats.get("suffix_hits", 0)
+    memo = masks()
+    assert cg.stats.get("suffix_hits", 0) - hits > len(plain)  # the memo served (many fills per mask)
+    for i, (a, b) in enumerate(zip(plain, memo)):
+        assert np.array_equal(a, b), i
+    depths = {e[0] for e in cg._suffix_memo.values()}
+    assert depths & {4, 8, 16, 0} if which == "sql" else True  # some walks read below two states

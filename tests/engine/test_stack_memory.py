@@ -28,8 +28,9 @@ def test_deep_nesting_interns_one_stack_per_token(json_small) -> None:
         assert m.accept_token(0)
         m.mask_view()
     # the "[" itself and the "1" the mask looks ahead through (token "[1"): probing which terminals
-    # the parser allows interns nothing (it interned one stack per terminal of the context)
-    assert 2000 < len(cg._stk_state) - before <= 2 * 2000 + 1
+    # the parser allows interns nothing (it interned one stack per terminal of the context); the
+    # suffix memo of fork walks adds a constant (its sentinel stack and the few suffixes it fills at)
+    assert 2000 < len(cg._stk_state) - before <= 2 * 2000 + 1 + 32
     assert len(cg.stack_states(m.state[0])) >= 2000  # the nesting is on the stack
 
 
