@@ -708,6 +708,7 @@ class CompiledGrammar:
         self._multi_index = {}
         self._close_memo = {}
         self._masks = OrderedDict()
+        self.__dict__.pop("_suffix_memo", None)  # (not keyed by stacks, but grown by them: freed too)
         self.stats["stack_resets"] = self.stats.get("stack_resets", 0) + 1
 
     def ok_states(self, cid: int, bits: int) -> np.ndarray:
