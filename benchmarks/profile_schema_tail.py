@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                              (compiler.CompiledGrammar, "ctx", "context look-up"),
                              (compiler.CompiledGrammar, "allowed_bits", "parser queries"),
                              (compiler.CompiledGrammar, "feed", "parser queries"),
-                             (compiler.CompiledGrammar, "ok_states", "parser queries")]:
+                             (compiler.CompiledGrammar, "_ok_entry", "parser queries")]:
         timer.wrap(cls, name, label)
     # the lexer automata the masks build, by kind (a context of one literal is built directly)
     in_mask = [False]

@@ -1587,7 +1587,7 @@ class CompiledGrammar:
                 if child is None:
                     child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
                     node.children[ck] = child
-                if tok.size <= SUFFIX_MEMO_TOKENS:
+                if child.groups and tok.size <= SUFFIX_MEMO_TOKENS:  # (a leaf costs a memo what it saves)
                     got = self._suffix_fill(nstack, ncid, child, tok)
                     if got is not None:
                         hits.extend(got)
@@ -1634,13 +1634,16 @@ class CompiledGrammar:
         t = self._truncated_base()
         for q in reversed(top):
             t = self.push(t, q)
-        tmp = np.zeros(self.vocab_size, dtype=bool)
+        pool: list[np.ndarray] = self.__dict__.setdefault("_suffix_bufs", [])
+        buf = pool.pop() if pool else np.zeros(self.vocab_size, dtype=bool)  # all False: only ``tok`` is set
         try:
-            self._fill(tmp, t, cid, node)
+            self._fill(buf, t, cid, node)
+            got = entry[1][key] = tok[buf[tok]].tolist()
         except KeyError:  # the parser read below the suffix
             entry[0] = depth * 2 if depth * 2 <= SUFFIX_MAX_DEPTH else 0
-            return None
-        got = entry[1][key] = tok[tmp[tok]].tolist()
+            got = None
+        buf[tok] = False
+        pool.append(buf)
         return got
 
     def _truncated_base(self) -> Stack:
@@ -2427,6 +2430,7 @@ def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lar
     state["_masks"] = OrderedDict()
     state["_ok_memo"] = {}  # per-state bits, quick to remake (and bytes, which the format does not take)
     state.pop("_suffix_memo", None)  # keyed by walk nodes: remade on use
+    state.pop("_suffix_bufs", None)
     encode, _ = _cache_external(lark_obj)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

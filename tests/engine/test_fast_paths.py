@@ -497,7 +497,8 @@ def test_suffix_memo_fills_as_the_whole_stack(which: str, smollm2_tokenizer, dat
     monkeypatch.setattr(compiler, "SUFFIX_MEMO_TOKENS", 4096)
     hits = cg.stats.get("suffix_hits", 0)
     memo = masks()
-    assert cg.stats.get("suffix_hits", 0) - hits > len(plain)  # the memo served (many fills per mask)
+    served = cg.stats.get("suffix_hits", 0) - hits  # the memo served (on SQL, several walks per mask)
+    assert served > (len(plain) if which == "sql" else 10), served
     for i, (a, b) in enumerate(zip(plain, memo)):
         assert np.array_equal(a, b), i
     depths = {e[0] for e in cg._suffix_memo.values()}
