@@ -503,3 +503,30 @@ def test_suffix_memo_fills_as_the_whole_stack(which: str, smollm2_tokenizer, dat
         assert np.array_equal(a, b), i
     depths = {e[0] for e in cg._suffix_memo.values()}
     assert depths & {4, 8, 16, 0} if which == "sql" else True  # some walks read below two states
+
+
+def test_suffix_memo_reads_as_deep_as_the_nesting() -> None:
+    """A token of ``j`` closing brackets is allowed after ``k`` open ones iff ``j <= k``: the fill of
+    its fork walk reads the stack ``j`` levels down, past any suffix the memo first tries (two LR
+    states, then 4, 8, 16, then none). Masks at every nesting depth up to 40, visited in an order that
+    fills the memo shallow first and deep after, equal the expected ones."""
+    parser = lark.Lark('start: e\ne: "(" e ")" | "x"\n', parser="lalr", lexer="contextual")
+    closes = [")" * j for j in range(1, 41)]
+    toks = ["(", "x", *closes, "x)", "x))", "x" + ")" * 20, None]
+    vocab = Vocabulary([t.encode() if t else None for t in toks], eos_ids=[len(toks) - 1])
+    cg = CompiledGrammar(parser, vocab)
+    cg.mask_cache_size = 0
+    for k in [*range(0, 41), *range(40, -1, -3)]:
+        m = cg.matcher()
+        for _ in range(k):
+            assert m.accept_token(0)
+        mask = m.mask()  # before the x: "(" and "x", and "x" followed by up to k brackets
+        want = [toks[i] is not None and (toks[i] in ("(", "x") or (toks[i][0] == "x" and len(toks[i]) - 1 <= k))
+                for i in range(len(toks))]
+        assert mask.tolist() == want, k
+        assert m.accept_token(1)
+        mask = m.mask()  # after the x: up to k brackets, EOS only when k == 0
+        want = [toks[i] is not None and toks[i][0] == ")" and len(toks[i]) <= k for i in range(len(toks))]
+        want[-1] = k == 0
+        assert mask.tolist() == want, k
+    assert cg.stats.get("suffix_hits", 0) > 0
