@@ -1139,6 +1139,23 @@ class CompiledGrammar:
         fresh: list[tuple[int, int, int, int]] = []
         todo = [(0, len(ids), 0, d, ref)]
         seen = 0
+        if kernels.ENABLED:  # the loop below, compiled (same order, same lists)
+            got = kernels.lockstep(tr.cols_np, tr.lens_np, tr.ids_np, table, dfa.fork_id, d, ref, budget)
+            if got is None:
+                return None
+            seen, rows_out = got
+            for kind, x0, x1, x2, x3 in rows_out.tolist():
+                if kind == 0:
+                    fixes.append((x0, x1))
+                elif kind == 1:
+                    cuts.append((x0, x1, x2))
+                elif kind == 2:
+                    unforks.append((x0, x1, x2, x3))
+                elif kind == 3:
+                    grp.setdefault(x0, []).append((x1, x2, x3))
+                else:
+                    fresh.append((x0, x1, x2, x3))
+            todo = []
         while todo:
             lo, hi, k, s, r = todo.pop()
             col = cols[k]
@@ -2059,7 +2076,7 @@ class _VocabTrie:
 
     Attributes:
         ids: token ids in byte order (list; ``ids_np`` the same as ``(n,)`` int32).
-        lens: their lengths in bytes (list).
+        lens: their lengths in bytes (list; ``lens_np`` the same as ``(n,)`` int64).
         cols: ``cols[k]`` the bytes at position ``k`` of every token (0 past its end), a ``bytes`` of
             length ``n`` (``cols_np`` the same as ``(width + 1, n)`` uint8).
         lex_pos: ``(vocab,)`` int32 each token's position in the order (-1: not a content token).
@@ -2073,6 +2090,7 @@ class _VocabTrie:
         self.ids_np = content[order].astype(np.int32)
         self.ids: list[int] = self.ids_np.tolist()
         self.lens: list[int] = lens[self.ids_np].tolist()
+        self.lens_np = np.asarray(self.lens, dtype=np.int64)
         cols = np.zeros((mat.shape[1] + 1, order.size), dtype=np.uint8)
         cols[: mat.shape[1]] = rows[order].T
         self.cols_np = cols

@@ -716,6 +716,158 @@ def product_reach(table: np.ndarray, reach: np.ndarray) -> None:
     _product_reach(table, table.shape[0], reach)
 
 
+@_jit
+def _upper(col: np.ndarray, b: int, a: int, hi: int) -> int:  # pragma: no cover - compiled
+    # bisect_right(col, b, a, hi) on the sorted run col[a:hi]
+    while a < hi:
+        m = (a + hi) >> 1
+        if col[m] <= b:
+            a = m + 1
+        else:
+            hi = m
+    return a
+
+
+@_jit
+def _lower(col: np.ndarray, b: int, a: int, hi: int) -> int:  # pragma: no cover - compiled
+    # bisect_left(col, b, a, hi)
+    while a < hi:
+        m = (a + hi) >> 1
+        if col[m] < b:
+            a = m + 1
+        else:
+            hi = m
+    return a
+
+
+@_jit
+def _lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
+              d: int, ref: int, budget: int, out: np.ndarray, counts: np.ndarray) -> int:  # pragma: no cover
+    # the loop of CompiledGrammar._trie_derived, in its order: out rows (kind, x0, x1, x2, x3) with kind
+    # 0 fix (token, state), 1 cut (lo, hi, k), 2 unfork (fork, lo, hi, k), 3 fork group (fork, lo, hi, k),
+    # 4 fresh (lo, hi, k, state); returns the nodes visited, -1 past budget, -2 past out's rows
+    cap = out.shape[0]
+    todo = np.empty((budget + 1, 5), np.int64)
+    spans = np.empty((256, 3), np.int64)
+    nt = 1
+    todo[0, 0] = 0
+    todo[0, 1] = ids.shape[0]
+    todo[0, 2] = 0
+    todo[0, 3] = d
+    todo[0, 4] = ref
+    seen = 0
+    n = 0
+    while nt > 0:
+        nt -= 1
+        lo, hi, k, s, r = todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3], todo[nt, 4]
+        col = cols[k]
+        ns_ = 0
+        if hi - lo <= 48:
+            a = lo
+            while a < hi:
+                b = col[a]
+                z = _upper(col, b, a, hi)
+                if table[s, b] != table[r, b]:
+                    spans[ns_, 0] = b
+                    spans[ns_, 1] = a
+                    spans[ns_, 2] = z
+                    ns_ += 1
+                a = z
+        else:
+            for b in range(256):
+                if table[s, b] != table[r, b]:
+                    a = _lower(col, b, lo, hi)
+                    if a < hi and col[a] == b:
+                        spans[ns_, 0] = b
+                        spans[ns_, 1] = a
+                        spans[ns_, 2] = _upper(col, b, a, hi)
+                        ns_ += 1
+        for i in range(ns_):
+            b, a, z = spans[i, 0], spans[i, 1], spans[i, 2]
+            seen += 1
+            if seen > budget:
+                return -1
+            if n + 2 > cap:
+                return -2
+            sn = table[s, b]
+            rn = table[r, b]
+            if sn == 0:
+                out[n, 0] = 1
+                out[n, 1] = a
+                out[n, 2] = z
+                out[n, 3] = k + 1
+                n += 1
+                continue
+            if rn == 0:
+                out[n, 0] = 4
+                out[n, 1] = a
+                out[n, 2] = z
+                out[n, 3] = k
+                out[n, 4] = s
+                n += 1
+                continue
+            while a < z and lens[a] == k + 1:
+                if n + 2 > cap:
+                    return -2
+                out[n, 0] = 0
+                out[n, 1] = ids[a]
+                out[n, 2] = sn
+                n += 1
+                a += 1
+            if a < z:
+                fs = fork_id[sn]
+                fr = fork_id[rn]
+                if fs != fr:
+                    if n + 2 > cap:
+                        return -2
+                    if fr >= 0:
+                        out[n, 0] = 2
+                        out[n, 1] = fr
+                        out[n, 2] = a
+                        out[n, 3] = z
+                        out[n, 4] = k + 1
+                        n += 1
+                    if fs >= 0:
+                        out[n, 0] = 3
+                        out[n, 1] = fs
+                        out[n, 2] = a
+                        out[n, 3] = z
+                        out[n, 4] = k + 1
+                        n += 1
+                todo[nt, 0] = a
+                todo[nt, 1] = z
+                todo[nt, 2] = k + 1
+                todo[nt, 3] = sn
+                todo[nt, 4] = rn
+                nt += 1
+    counts[0] = n
+    return seen
+
+
+def lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
+             d: int, ref: int, budget: int) -> tuple[int, np.ndarray] | None:
+    """The byte trie walked in lockstep from states ``d`` and ``ref`` of one lexer automaton,
+    visiting only the nodes where their states differ (:meth:`gad.engine.compiler.CompiledGrammar._trie_derived`,
+    which reads the result; its Python loop is the reference).  ``cols`` ``(width + 1, n)`` uint8,
+    ``lens`` ``(n,)`` int64, ``ids`` ``(n,)`` int32: the trie (:class:`gad.engine.compiler._VocabTrie`);
+    ``table`` ``(n_states, 256)`` int32 and ``fork_id`` ``(n_states + 1,)`` int32: the automaton.
+
+    Returns ``(nodes visited, rows)`` with rows ``(m, 5)`` int64 ``(kind, ...)`` in the loop's order
+    (kind 0: a token equal to a prefix and its state from ``d``; 1: a range cut where ``d`` dies; 2: a
+    range leaving the reference's fork; 3: a range passing ``d``'s fork; 4: a range to walk afresh
+    from a state of ``d``), or None past ``budget`` nodes."""
+    out = np.empty((4 * budget + 64, 5), np.int64)
+    counts = np.zeros(1, np.int64)
+    while True:
+        seen = _lockstep(cols, lens, ids, table, fork_id, d, ref, budget, out, counts)
+        if seen != -2:
+            break
+        out = np.empty((2 * out.shape[0], 5), np.int64)
+    if seen < 0:
+        return None
+    return seen, out[: counts[0]]
+
+
 def load() -> None:
     """Compile (or load from numba's cache) every compiled walk now, on tiny inputs, instead of on
     the first mask that needs one (a one-off cost per process: ~0.1-1 s, seconds when nothing is
@@ -753,3 +905,5 @@ def load() -> None:
                               np.zeros(256, dtype=np.int32), np.zeros(128, dtype=np.int32), i32, 4)
     if product is not None:
         product_reach(product[1], np.zeros(product[1].shape[0], dtype=np.int64))
+    lockstep(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
+             1, 1, 4)

@@ -219,9 +219,10 @@ def test_trie_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
-def test_lockstep_trie_derivations_equal_plain_walks(which: str, smollm2_tokenizer) -> None:
+def test_lockstep_trie_derivations_equal_plain_walks(which: str, walks: str, smollm2_tokenizer) -> None:
     """A root walk derived by walking the trie from two states at once (visiting only where they
-    differ, :meth:`CompiledGrammar._trie_derived`) equals the plain walk, whatever the reference."""
+    differ, :meth:`CompiledGrammar._trie_derived`; its loop compiled, :func:`kernels.lockstep`, and in
+    Python) equals the plain walk, whatever the reference."""
     cg = _compiled(which, smollm2_tokenizer)
     rng = np.random.default_rng(5)
     done = 0
@@ -530,3 +531,29 @@ def test_suffix_memo_reads_as_deep_as_the_nesting() -> None:
         want[-1] = k == 0
         assert mask.tolist() == want, k
     assert cg.stats.get("suffix_hits", 0) > 0
+
+
+@pytest.mark.parametrize("which", ["json", "keys"])
+def test_compiled_lockstep_equals_the_python_loop(which: str, smollm2_tokenizer, monkeypatch) -> None:
+    """:func:`kernels.lockstep` gives :meth:`CompiledGrammar._trie_derived` what its Python loop
+    gives: the same end tokens and states, the same fork groups in the same order, and None past the
+    same budget of visited trie nodes."""
+    cg = _compiled(which, smollm2_tokenizer)
+    compared = 0
+    for cid in range(len(cg._ctx_specs))[:12]:
+        states = _states(cg, cid, 6)
+        for d in states:
+            for ref in states:
+                if ref == d:
+                    continue
+                for budget in (3, 40, 3000):
+                    out = []
+                    for enabled in (True, False):
+                        monkeypatch.setattr(kernels, "ENABLED", enabled)
+                        got = cg._trie_derived(cid, d, ref, budget)
+                        out.append(None if got is None else (
+                            got.end_tok.tolist(), got.end_state.tolist(),
+                            [(f, t.tolist(), o.tolist()) for f, (t, o) in got.groups.items()]))
+                    assert out[0] == out[1], (cid, d, ref, budget)
+                    compared += out[0] is not None
+    assert compared > 20
