@@ -1059,6 +1059,17 @@ class CompiledGrammar:
         (``end_t``, ``end_s``) and the ranges that pass a fork (``grp``: fork -> ``(lo, hi, offset)``).
         Returns the number of nodes visited, or -1 past ``budget``."""
         tr = self._trie()
+        if kernels.ENABLED:  # the loop below, compiled (same order, same lists)
+            got = kernels.trie_search(tr.cols_np, tr.lens_np, tr.ids_np, dfa.table, dfa.fork_id, todo, budget)
+            if got is None:
+                return -1
+            for kind, x0, x1, x2, x3 in got[1].tolist():
+                if kind == 0:
+                    end_t.append(x0)
+                    end_s.append(x1)
+                else:
+                    grp.setdefault(x0, []).append((x1, x2, x3))
+            return got[0]
         cols, lens, ids = tr.cols, tr.lens, tr.ids
         forks = dfa.fork_list
         seen = 0

@@ -868,6 +868,105 @@ def lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndar
     return seen, out[: counts[0]]
 
 
+@_jit
+def _trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
+                 todo0: np.ndarray, budget: int, out: np.ndarray, counts: np.ndarray) -> int:  # pragma: no cover
+    # the loop of CompiledGrammar._trie_search, in its order: out rows (kind, x0, x1, x2) with kind 0 an
+    # end (token, state), 1 a range passing a fork (fork, lo, hi, offset); returns the nodes visited, -1
+    # past budget, -2 past out's rows
+    cap = out.shape[0]
+    todo = np.empty((budget + todo0.shape[0] + 1, 4), np.int64)
+    nt = todo0.shape[0]
+    todo[:nt] = todo0
+    live = np.empty(256, np.int64)
+    spans = np.empty((256, 3), np.int64)
+    seen = 0
+    n = 0
+    while nt > 0:
+        nt -= 1
+        lo, hi, k, s = todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3]
+        col = cols[k]
+        nl = 0
+        for b in range(256):
+            if table[s, b] != 0:
+                live[nl] = b
+                nl += 1
+        ns_ = 0
+        if nl <= 8:
+            for i in range(nl):
+                b = live[i]
+                a = _lower(col, b, lo, hi)
+                if a < hi and col[a] == b:
+                    spans[ns_, 0] = b
+                    spans[ns_, 1] = a
+                    spans[ns_, 2] = _upper(col, b, a, hi)
+                    ns_ += 1
+        else:
+            a = lo
+            while a < hi:
+                b = col[a]
+                z = _upper(col, b, a, hi)
+                if table[s, b] != 0:
+                    spans[ns_, 0] = b
+                    spans[ns_, 1] = a
+                    spans[ns_, 2] = z
+                    ns_ += 1
+                a = z
+        for i in range(ns_):
+            b, a, z = spans[i, 0], spans[i, 1], spans[i, 2]
+            seen += 1
+            if seen > budget:
+                return -1
+            sn = table[s, b]
+            while a < z and lens[a] == k + 1:
+                if n + 2 > cap:
+                    return -2
+                out[n, 0] = 0
+                out[n, 1] = ids[a]
+                out[n, 2] = sn
+                n += 1
+                a += 1
+            if a < z:
+                f = fork_id[sn]
+                if f >= 0:
+                    if n + 2 > cap:
+                        return -2
+                    out[n, 0] = 1
+                    out[n, 1] = f
+                    out[n, 2] = a
+                    out[n, 3] = z
+                    out[n, 4] = k + 1
+                    n += 1
+                todo[nt, 0] = a
+                todo[nt, 1] = z
+                todo[nt, 2] = k + 1
+                todo[nt, 3] = sn
+                nt += 1
+    counts[0] = n
+    return seen
+
+
+def trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
+                todo: list[tuple[int, int, int, int]], budget: int) -> tuple[int, np.ndarray] | None:
+    """Depth-first walk of the byte trie below ``todo``'s ``(lo, hi, k, state)`` ranges along the live
+    bytes of one lexer automaton (:meth:`gad.engine.compiler.CompiledGrammar._trie_search`, whose
+    Python loop is the reference; the arrays as for :func:`lockstep`).  Returns ``(nodes visited,
+    rows)`` with rows ``(m, 5)`` int64 in the loop's order — ``(0, token, state, 0, 0)`` a token
+    ending inside the lexeme, ``(1, fork, lo, hi, offset)`` a range passing a fork — or None past
+    ``budget`` nodes."""
+    todo0 = np.asarray(todo, dtype=np.int64).reshape(-1, 4)
+    out = np.empty((4 * max(budget, 0) + 64, 5), np.int64)
+    counts = np.zeros(1, np.int64)
+    while True:
+        seen = _trie_search(cols, lens, ids, table, fork_id, todo0, max(budget, 0), out, counts)
+        if seen != -2:
+            break
+        out = np.empty((2 * out.shape[0], 5), np.int64)
+    if seen < 0:
+        return None
+    return seen, out[: counts[0]]
+
+
 def load() -> None:
     """Compile (or load from numba's cache) every compiled walk now, on tiny inputs, instead of on
     the first mask that needs one (a one-off cost per process: ~0.1-1 s, seconds when nothing is
@@ -907,3 +1006,5 @@ def load() -> None:
         product_reach(product[1], np.zeros(product[1].shape[0], dtype=np.int64))
     lockstep(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
              1, 1, 4)
+    trie_search(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
+                [(0, 1, 0, 1)], 4)

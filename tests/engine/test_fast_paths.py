@@ -201,7 +201,10 @@ def test_uniform_walks_equal_scalar_walks(walks: str, smollm2_tokenizer) -> None
 
 
 @pytest.mark.parametrize("which", ["json", "sql", "keys"])
-def test_trie_walks_equal_scalar_walks(which: str, smollm2_tokenizer) -> None:
+def test_trie_walks_equal_scalar_walks(which: str, walks: str, smollm2_tokenizer) -> None:
+    """The depth-first trie walk (:meth:`CompiledGrammar._trie_walk`; its loop compiled,
+    :func:`kernels.trie_search`, and in Python) equals a scalar walk of every token, and gives up past
+    its budget of live trie nodes."""
     cg = _compiled(which, smollm2_tokenizer)
     content = cg._content
     zeros = np.zeros(content.size, dtype=np.int32)
@@ -534,15 +537,24 @@ def test_suffix_memo_reads_as_deep_as_the_nesting() -> None:
 
 
 @pytest.mark.parametrize("which", ["json", "keys"])
-def test_compiled_lockstep_equals_the_python_loop(which: str, smollm2_tokenizer, monkeypatch) -> None:
-    """:func:`kernels.lockstep` gives :meth:`CompiledGrammar._trie_derived` what its Python loop
-    gives: the same end tokens and states, the same fork groups in the same order, and None past the
-    same budget of visited trie nodes."""
+def test_compiled_trie_loops_equal_the_python_loops(which: str, smollm2_tokenizer, monkeypatch) -> None:
+    """:func:`kernels.lockstep` and :func:`kernels.trie_search` give :meth:`CompiledGrammar._trie_derived`
+    and :meth:`CompiledGrammar._trie_walk` what their Python loops give: the same end tokens and
+    states, the same fork groups in the same order, and None past the same budget of trie nodes."""
     cg = _compiled(which, smollm2_tokenizer)
     compared = 0
     for cid in range(len(cg._ctx_specs))[:12]:
         states = _states(cg, cid, 6)
         for d in states:
+            for budget in (3, 40, 3000):
+                walked = []
+                for enabled in (True, False):
+                    monkeypatch.setattr(kernels, "ENABLED", enabled)
+                    got = cg._trie_walk(cg.ctx(cid), d, budget)
+                    walked.append(None if got is None else (
+                        got.end_tok.tolist(), got.end_state.tolist(),
+                        [(f, t.tolist(), o.tolist()) for f, (t, o) in got.groups.items()]))
+                assert walked[0] == walked[1], (cid, d, budget)
             for ref in states:
                 if ref == d:
                     continue
