@@ -741,6 +741,46 @@ def _lower(col: np.ndarray, b: int, a: int, hi: int) -> int:  # pragma: no cover
 
 
 @_jit
+def _spans(col: np.ndarray, lo: int, hi: int, table: np.ndarray, s: int, r: int, spans: np.ndarray
+           ) -> int:  # pragma: no cover - compiled
+    # the children of trie node col[lo:hi] (the tokens' bytes at its depth, sorted) whose byte moves
+    # states s and r apart, ascending, as rows (byte, lo, hi) of spans; their number.  r = 0 (the dead
+    # state, whose row is all 0): the bytes that keep s alive
+    n = 0
+    if hi - lo <= 48:  # few tokens: their bytes are the children
+        a = lo
+        while a < hi:
+            b = col[a]
+            z = _upper(col, b, a, hi)
+            if table[s, b] != table[r, b]:
+                spans[n, 0] = b
+                spans[n, 1] = a
+                spans[n, 2] = z
+                n += 1
+            a = z
+    else:
+        for b in range(256):
+            if table[s, b] != table[r, b]:
+                a = _lower(col, b, lo, hi)
+                if a < hi and col[a] == b:
+                    spans[n, 0] = b
+                    spans[n, 1] = a
+                    spans[n, 2] = _upper(col, b, a, hi)
+                    n += 1
+    return n
+
+
+@_jit
+def _emit(out: np.ndarray, n: int, kind: int, x0: int, x1: int, x2: int, x3: int) -> int:  # pragma: no cover
+    out[n, 0] = kind
+    out[n, 1] = x0
+    out[n, 2] = x1
+    out[n, 3] = x2
+    out[n, 4] = x3
+    return n + 1
+
+
+@_jit
 def _lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
               d: int, ref: int, budget: int, out: np.ndarray, counts: np.ndarray) -> int:  # pragma: no cover
     # the loop of CompiledGrammar._trie_derived, in its order: out rows (kind, x0, x1, x2, x3) with kind
@@ -749,40 +789,14 @@ def _lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.nda
     cap = out.shape[0]
     todo = np.empty((budget + 1, 5), np.int64)
     spans = np.empty((256, 3), np.int64)
+    todo[0, 0], todo[0, 1], todo[0, 2], todo[0, 3], todo[0, 4] = 0, ids.shape[0], 0, d, ref
     nt = 1
-    todo[0, 0] = 0
-    todo[0, 1] = ids.shape[0]
-    todo[0, 2] = 0
-    todo[0, 3] = d
-    todo[0, 4] = ref
     seen = 0
     n = 0
     while nt > 0:
         nt -= 1
         lo, hi, k, s, r = todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3], todo[nt, 4]
-        col = cols[k]
-        ns_ = 0
-        if hi - lo <= 48:
-            a = lo
-            while a < hi:
-                b = col[a]
-                z = _upper(col, b, a, hi)
-                if table[s, b] != table[r, b]:
-                    spans[ns_, 0] = b
-                    spans[ns_, 1] = a
-                    spans[ns_, 2] = z
-                    ns_ += 1
-                a = z
-        else:
-            for b in range(256):
-                if table[s, b] != table[r, b]:
-                    a = _lower(col, b, lo, hi)
-                    if a < hi and col[a] == b:
-                        spans[ns_, 0] = b
-                        spans[ns_, 1] = a
-                        spans[ns_, 2] = _upper(col, b, a, hi)
-                        ns_ += 1
-        for i in range(ns_):
+        for i in range(_spans(cols[k], lo, hi, table, s, r, spans)):
             b, a, z = spans[i, 0], spans[i, 1], spans[i, 2]
             seen += 1
             if seen > budget:
@@ -792,27 +806,15 @@ def _lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.nda
             sn = table[s, b]
             rn = table[r, b]
             if sn == 0:
-                out[n, 0] = 1
-                out[n, 1] = a
-                out[n, 2] = z
-                out[n, 3] = k + 1
-                n += 1
+                n = _emit(out, n, 1, a, z, k + 1, 0)
                 continue
             if rn == 0:
-                out[n, 0] = 4
-                out[n, 1] = a
-                out[n, 2] = z
-                out[n, 3] = k
-                out[n, 4] = s
-                n += 1
+                n = _emit(out, n, 4, a, z, k, s)
                 continue
             while a < z and lens[a] == k + 1:
                 if n + 2 > cap:
                     return -2
-                out[n, 0] = 0
-                out[n, 1] = ids[a]
-                out[n, 2] = sn
-                n += 1
+                n = _emit(out, n, 0, ids[a], sn, 0, 0)
                 a += 1
             if a < z:
                 fs = fork_id[sn]
@@ -821,27 +823,29 @@ def _lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.nda
                     if n + 2 > cap:
                         return -2
                     if fr >= 0:
-                        out[n, 0] = 2
-                        out[n, 1] = fr
-                        out[n, 2] = a
-                        out[n, 3] = z
-                        out[n, 4] = k + 1
-                        n += 1
+                        n = _emit(out, n, 2, fr, a, z, k + 1)
                     if fs >= 0:
-                        out[n, 0] = 3
-                        out[n, 1] = fs
-                        out[n, 2] = a
-                        out[n, 3] = z
-                        out[n, 4] = k + 1
-                        n += 1
-                todo[nt, 0] = a
-                todo[nt, 1] = z
-                todo[nt, 2] = k + 1
-                todo[nt, 3] = sn
-                todo[nt, 4] = rn
+                        n = _emit(out, n, 3, fs, a, z, k + 1)
+                todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3], todo[nt, 4] = a, z, k + 1, sn, rn
                 nt += 1
     counts[0] = n
     return seen
+
+
+def _rows(kernel: Any, *args: Any, budget: int) -> tuple[int, np.ndarray] | None:
+    """``kernel(*args, out, counts)`` with a rows buffer grown until it fits (the kernel returns -2
+    when it does not): ``(nodes visited, rows used)``, or None when the kernel returns -1 (past
+    ``budget`` nodes)."""
+    out = np.empty((4 * max(budget, 0) + 64, 5), np.int64)
+    counts = np.zeros(1, np.int64)
+    while True:
+        seen = kernel(*args, out, counts)
+        if seen != -2:
+            break
+        out = np.empty((2 * out.shape[0], 5), np.int64)
+    if seen < 0:
+        return None
+    return seen, out[: counts[0]]
 
 
 def lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
@@ -856,63 +860,26 @@ def lockstep(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndar
     (kind 0: a token equal to a prefix and its state from ``d``; 1: a range cut where ``d`` dies; 2: a
     range leaving the reference's fork; 3: a range passing ``d``'s fork; 4: a range to walk afresh
     from a state of ``d``), or None past ``budget`` nodes."""
-    out = np.empty((4 * budget + 64, 5), np.int64)
-    counts = np.zeros(1, np.int64)
-    while True:
-        seen = _lockstep(cols, lens, ids, table, fork_id, d, ref, budget, out, counts)
-        if seen != -2:
-            break
-        out = np.empty((2 * out.shape[0], 5), np.int64)
-    if seen < 0:
-        return None
-    return seen, out[: counts[0]]
+    return _rows(_lockstep, cols, lens, ids, table, fork_id, d, ref, budget, budget=budget)
 
 
 @_jit
 def _trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.ndarray, fork_id: np.ndarray,
                  todo0: np.ndarray, budget: int, out: np.ndarray, counts: np.ndarray) -> int:  # pragma: no cover
-    # the loop of CompiledGrammar._trie_search, in its order: out rows (kind, x0, x1, x2) with kind 0 an
-    # end (token, state), 1 a range passing a fork (fork, lo, hi, offset); returns the nodes visited, -1
-    # past budget, -2 past out's rows
+    # the loop of CompiledGrammar._trie_search, in its order: out rows (kind, x0, x1, x2, x3) with kind 0
+    # an end (token, state), 1 a range passing a fork (fork, lo, hi, offset); returns the nodes visited,
+    # -1 past budget, -2 past out's rows
     cap = out.shape[0]
     todo = np.empty((budget + todo0.shape[0] + 1, 4), np.int64)
     nt = todo0.shape[0]
     todo[:nt] = todo0
-    live = np.empty(256, np.int64)
     spans = np.empty((256, 3), np.int64)
     seen = 0
     n = 0
     while nt > 0:
         nt -= 1
         lo, hi, k, s = todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3]
-        col = cols[k]
-        nl = 0
-        for b in range(256):
-            if table[s, b] != 0:
-                live[nl] = b
-                nl += 1
-        ns_ = 0
-        if nl <= 8:
-            for i in range(nl):
-                b = live[i]
-                a = _lower(col, b, lo, hi)
-                if a < hi and col[a] == b:
-                    spans[ns_, 0] = b
-                    spans[ns_, 1] = a
-                    spans[ns_, 2] = _upper(col, b, a, hi)
-                    ns_ += 1
-        else:
-            a = lo
-            while a < hi:
-                b = col[a]
-                z = _upper(col, b, a, hi)
-                if table[s, b] != 0:
-                    spans[ns_, 0] = b
-                    spans[ns_, 1] = a
-                    spans[ns_, 2] = z
-                    ns_ += 1
-                a = z
-        for i in range(ns_):
+        for i in range(_spans(cols[k], lo, hi, table, s, 0, spans)):
             b, a, z = spans[i, 0], spans[i, 1], spans[i, 2]
             seen += 1
             if seen > budget:
@@ -921,26 +888,15 @@ def _trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.
             while a < z and lens[a] == k + 1:
                 if n + 2 > cap:
                     return -2
-                out[n, 0] = 0
-                out[n, 1] = ids[a]
-                out[n, 2] = sn
-                n += 1
+                n = _emit(out, n, 0, ids[a], sn, 0, 0)
                 a += 1
             if a < z:
                 f = fork_id[sn]
                 if f >= 0:
                     if n + 2 > cap:
                         return -2
-                    out[n, 0] = 1
-                    out[n, 1] = f
-                    out[n, 2] = a
-                    out[n, 3] = z
-                    out[n, 4] = k + 1
-                    n += 1
-                todo[nt, 0] = a
-                todo[nt, 1] = z
-                todo[nt, 2] = k + 1
-                todo[nt, 3] = sn
+                    n = _emit(out, n, 1, f, a, z, k + 1)
+                todo[nt, 0], todo[nt, 1], todo[nt, 2], todo[nt, 3] = a, z, k + 1, sn
                 nt += 1
     counts[0] = n
     return seen
@@ -955,16 +911,7 @@ def trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.n
     ending inside the lexeme, ``(1, fork, lo, hi, offset)`` a range passing a fork — or None past
     ``budget`` nodes."""
     todo0 = np.asarray(todo, dtype=np.int64).reshape(-1, 4)
-    out = np.empty((4 * max(budget, 0) + 64, 5), np.int64)
-    counts = np.zeros(1, np.int64)
-    while True:
-        seen = _trie_search(cols, lens, ids, table, fork_id, todo0, max(budget, 0), out, counts)
-        if seen != -2:
-            break
-        out = np.empty((2 * out.shape[0], 5), np.int64)
-    if seen < 0:
-        return None
-    return seen, out[: counts[0]]
+    return _rows(_trie_search, cols, lens, ids, table, fork_id, todo0, max(budget, 0), budget=budget)
 
 
 def load() -> None:
