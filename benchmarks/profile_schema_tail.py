@@ -5,7 +5,7 @@ start-up heap), with a timer around each engine part: building a lexer automaton
 (``LexerDFA.__init__`` / ``_explore``; how many, and how many of them of one literal), root walks
 (``CompiledGrammar.root``), child walks
 (``_walk``), mask fills (``_fill``), context look-ups (``ctx``), parser queries (``allowed_bits``,
-``ok_states``, ``feed``) and Python's cyclic collector by generation (``gc.callbacks``); each part's time is
+the ok states ``_ok_entry``, ``feed``) and Python's cyclic collector by generation (``gc.callbacks``); each part's time is
 its own (nested parts subtracted).  Prints, for the masks over each threshold, how many there are,
 their total time and each part's share, then the p99 left with each part taken out of every mask's
 time (what the p99 owes to that part; the shares weigh a few very slow masks more).  The timers add a few µs per call: read the shares, not the

@@ -534,18 +534,12 @@ class CompiledGrammar:
         """:meth:`feed` of a pair not in its memo: only the stack after the shift is interned, not one
         per reduction (:meth:`_scratch_shift`)."""
         out: Stack | None = None
-        s, extra, act = self._scratch_run(stack, term, -1)
-        if act is not None:
-            extra.append(act[1])
-            index, parents, states = self._stk_index, self._stk_parent, self._stk_state
-            for x in extra:  # push (inline: a feed is most of a new stack's mask work)
-                r = index.get((s, x))
-                if r is None:
-                    r = index[(s, x)] = len(states)
-                    parents.append(s)
-                    states.append(x)
-                s = r
-            out = s
+        shift = self._scratch_shift(stack, term)
+        if shift is not None:
+            s, extra, q = shift
+            for x in extra:
+                s = self.push(s, x)
+            out = self.push(s, q)
         self._feed_memo[(stack, term)] = out
         return out
 
