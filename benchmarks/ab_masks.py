@@ -61,6 +61,8 @@ def load_old(rev: str, into: Path) -> Any:
 
 
 def summary(xs: list[float], unit: str = "µs") -> str:
+    """One line of figures for per-mask times ``xs`` (µs): count, p50 / p90 / p99, max, the masks over
+    340 µs and 1 ms, and the sum in seconds."""
     a = np.asarray(xs)
     if a.size == 0:
         return "none"
@@ -70,6 +72,8 @@ def summary(xs: list[float], unit: str = "µs") -> str:
 
 
 def bench_grammar(kind: str, pkgs: dict[str, Any], tok: Any) -> None:
+    """Print ``pass1`` and ``nolru`` per-mask thread CPU times (µs) of each package in ``pkgs`` on
+    ``bench_masks.py``'s documents of ``kind`` ("sql" or "json"), the packages alternating per document."""
     import bench_masks as bm
 
     seqs, _ = bm.tokenize(tok, bm.documents(kind, None))
@@ -106,6 +110,8 @@ def bench_grammar(kind: str, pkgs: dict[str, Any], tok: Any) -> None:
 
 
 def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
+    """Print each package's per-mask wall times (µs) and times to first mask (ms) on every ``step``-th
+    MaskBench file of ``data`` (valid instances, at most 4 tests a file), alternating per schema."""
     from gad.errors import GadError
     from gad.grammar.json_schema import convert
 
