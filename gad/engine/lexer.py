@@ -226,6 +226,7 @@ class TerminalAutomaton:
     _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
     _leads: frozenset[int] | None = field(default=None, repr=False)
     _tables: tuple | None = field(default=None, repr=False)
+    _chain: tuple[bytes, list[int]] | None | bool = field(default=False, repr=False)  # False: not yet known
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -271,7 +272,8 @@ class TerminalAutomaton:
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
         return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_prefixes": None, "_info": {},
-                "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None}
+                "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None,
+                "_chain": False}
 
     def byte_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[int] | None, np.ndarray, np.ndarray]:
         """The automaton as arrays over local state numbers (the states in ascending order), for the
@@ -284,8 +286,69 @@ class TerminalAutomaton:
         ``asc``), the classes numbered by first byte, and ``(n,)`` bool: :meth:`extendable` per state."""
         r = self._tables
         if r is None:
-            r = self._tables = self._word_tables() or self._general_tables()
+            r = self._tables = self._chain_tables() or self._word_tables() or self._general_tables()
         return r
+
+    def chain(self) -> tuple[bytes, list[int]] | None:
+        """``(bytes, local states)`` when this terminal is an ASCII literal (an object's key, a
+        punctuation mark) whose automaton is the chain of ``n + 1`` states its ``n`` bytes step through,
+        one alphabet class per character and nothing else (the local states: each chain state's rank
+        among the automaton's, as in :meth:`byte_tables`); else None.  Made on first use and kept."""
+        r = self._chain
+        if r is False:
+            r = self._chain = self._find_chain()
+        return cast(Any, r)
+
+    def _find_chain(self) -> tuple[bytes, list[int]] | None:
+        text = literal_text(self.regexp)
+        if text is None or not text.isascii() or self.nonascii:
+            return None
+        fsm = self.fsm
+        n = len(text)
+        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
+        if len(fsm.states) != n + 1 or len(sym) != len(set(text)) + 1 or len(set(sym.values())) != len(sym):
+            return None
+        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
+        chain: list[Any] = [fsm.initial]
+        for ch in text:
+            row = moves.get(chain[-1], {})
+            nxt = row.get(sym.get(ch, -1))
+            if nxt is None or len(row) != 1:
+                return None
+            chain.append(nxt)
+        if set(fsm.finals) != {chain[-1]} or moves.get(chain[-1]) or len(set(chain)) != n + 1:
+            return None
+        if chain != list(range(n + 1)):  # (states numbered otherwise: their ranks)
+            rank = {q: i for i, q in enumerate(sorted(cast(Any, fsm.states)))}
+            chain = [rank[q] for q in chain]
+        return text.encode("ascii"), chain
+
+    def _chain_tables(self) -> tuple | None:
+        """:meth:`byte_tables` of an ASCII literal's chain (:meth:`chain`) straight from its bytes, a few
+        array operations; None for any other automaton (``tests/engine/test_lexer_build.py`` checks it
+        equals the general path's)."""
+        found = self.chain()
+        if found is None:
+            return None
+        lit, local = found
+        n = len(local)
+        if local != list(range(n)):  # (states numbered otherwise: the general path)
+            return None
+        asc = np.full((n, 0x80), -1, dtype=np.int32)
+        asc[np.arange(n - 1), np.frombuffer(lit, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
+        fin = np.zeros(n, dtype=bool)
+        fin[-1] = True
+        ext = np.ones(n, dtype=bool)
+        ext[-1] = False
+        # classes by first byte: each byte of the literal its own class, every other byte one class
+        # (numbered at the first byte the literal does not hold)
+        named = sorted(set(lit))
+        first_other = next((k for k, b in enumerate(named) if b != k), len(named))
+        col = [first_other] * 0x80
+        for k, b in enumerate(named):
+            col[b] = k + (b > first_other)
+        cls = np.asarray(col, dtype=np.int32)
+        return (asc, np.full(n, -1, dtype=np.int32), fin, 0, None, cls, ext)
 
     def _word_tables(self) -> tuple | None:
         """:meth:`byte_tables` of a word set's trie (:func:`gad.grammar.automata.words_fsm`: a JSON
@@ -293,34 +356,32 @@ class TerminalAutomaton:
         move on ``anything_else``) straight from its moves, in about a third of the general path's
         time; None for any other automaton (``tests/engine/test_lexer_build.py`` checks both agree)."""
         fsm = self.fsm
-        n = len(fsm.states)
+        fmap: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
+        n = len(fmap)
         sym = fsm.alphabet._symbol_mapping
         other = sym.get(anything_else)
-        states = cast(Any, fsm.states)
-        if (other is None or fsm.initial != 0 or any(type(q) is not int for q in states) or min(states) != 0
-                or max(states) != n - 1
-                or len(self.live) != n or len(set(sym.values())) != len(sym)):
+        if (other is None or fsm.initial != 0 or len(self.live) != n or fsm.states != frozenset(range(n))
+                or len(set(sym.values())) != len(sym)):
             return None
-        byte_of = {c: ord(ch) for ch, c in sym.items()
-                   if ch is not anything_else and isinstance(ch, str) and len(ch) == 1 and ord(ch) < 0x80}
-        src, byte, dst = [], [], []
-        for q, row in fsm.map.items():
-            for c, t in row.items():
-                if c == other:
-                    return None
-                b = byte_of.get(c)
-                if b is not None:
-                    src.append(q)
-                    byte.append(b)
-                    dst.append(t)
+        byte_of = np.full(len(sym), -1, dtype=np.int64)  # per class, its ASCII byte (-1: another character)
+        for ch, c in sym.items():
+            if ch is not anything_else and isinstance(ch, str) and len(ch) == 1 and ord(ch) < 0x80:
+                byte_of[c] = ord(ch)
+        moves = np.asarray([(q, c, t) for q, row in fmap.items() for c, t in row.items()], dtype=np.int64).reshape(-1, 3)
+        if (moves[:, 1] == other).any():
+            return None
+        byte = byte_of[moves[:, 1]]
+        moves = moves[byte >= 0]
+        byte = byte[byte >= 0]
         asc = np.full((n, 0x80), -1, dtype=np.int32)
-        asc[src, byte] = dst
+        asc[moves[:, 0], byte] = moves[:, 2]
+        named = byte_of >= 0
         col = np.full(0x80, other, dtype=np.int32)
-        col[list(byte_of.values())] = list(byte_of)
+        col[byte_of[named]] = np.flatnonzero(named)
         fin = np.zeros(n, dtype=bool)
         fin[list(fsm.finals)] = True
         ext = np.zeros(n, dtype=bool)
-        ext[src] = True
+        ext[moves[:, 0]] = True
         return (asc, np.full(n, -1, dtype=np.int32), fin, 0, None, kernels.byte_classes(col[None, :]), ext)
 
     def _general_tables(self) -> tuple:
@@ -905,27 +966,7 @@ class LexerDFA:
         :meth:`TerminalAutomaton.byte_tables`); else None."""
         if len(self.terms) != 1 or self.n_main != 1 or self.unless or bool(self.ignore[0]):
             return None
-        t = self.terms[0]
-        text = literal_text(t.regexp)
-        if text is None or not text.isascii() or t.nonascii:
-            return None
-        fsm = t.fsm
-        n = len(text)
-        if len(fsm.states) != n + 1:
-            return None
-        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
-        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
-        chain = [fsm.initial]
-        for ch in text:
-            row = moves.get(chain[-1], {})
-            nxt = row.get(sym.get(ch, -1))
-            if nxt is None or len(row) != 1:
-                return None
-            chain.append(nxt)
-        if set(fsm.finals) != {chain[-1]} or moves.get(chain[-1]) or len(set(chain)) != n + 1:
-            return None
-        rank = {q: i for i, q in enumerate(sorted(cast(Any, fsm.states)))}
-        return text.encode("ascii"), [rank[q] for q in chain]
+        return self.terms[0].chain()
 
     def _build_literal(self, lit: bytes, local: list[int]) -> None:
         """What :meth:`_explore_compiled` builds for a context of one ASCII literal (:meth:`_single_literal`),
@@ -1007,7 +1048,7 @@ class LexerDFA:
         maps = [tb[4] for tb in tabs]
         offs = off.tolist()
         fin_l = fin.tolist()
-        ext_l = [e for tb in tabs for e in tb[6].tolist()]
+        ext_l = np.concatenate([tb[6] for tb in tabs]).tolist() if n_terms > 1 else tabs[0][6].tolist()
         index = self._fork_index
         new_entries: list[list[tuple[int, int]]] = []  # per new fork, its guard's (table row, terminal offset)
         for s, r in zip(at.tolist(), karr[at].tolist()):
@@ -1352,9 +1393,12 @@ class LexerDFA:
         if not old:
             self._reach_ids: dict[int, int] = {}
             self.reach_values = []
-        groups = [self._reach_ids.setdefault(reach[s], len(self._reach_ids)) for s in range(old, n)]
-        self.reach_values = list(self._reach_ids)
-        g = np.asarray(groups, dtype=np.int32)
+        ids = self._reach_ids
+        new_reach = reach[old:n]
+        for r in dict.fromkeys(new_reach):  # (the new sets in order of first state)
+            ids.setdefault(r, len(ids))
+        self.reach_values = list(ids)
+        g = np.fromiter(map(ids.__getitem__, new_reach), dtype=np.int32, count=n - old)
         self.reach_group = np.concatenate([self.reach_group, g]) if old else g
         self.n_states = n
         self.version += 1

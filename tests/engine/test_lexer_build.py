@@ -289,6 +289,28 @@ def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) 
     assert grew  # some automaton added start states after the round trip
 
 
+@settings(max_examples=80, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from('ab"\\:{}*+.-_9 é'), min_size=1, max_size=8))
+def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
+    """An ASCII literal's byte tables come straight from its bytes (TerminalAutomaton._chain_tables);
+    they must be the general path's, array for array, also where the automaton was minimised (a
+    literal holding ``*``, ``+`` or ``{``) and its states are numbered otherwise; a non-ASCII literal
+    takes another path."""
+    from gad.engine.lexer import TerminalAutomaton
+
+    t = TerminalAutomaton.build(f"L{abs(hash(text))}", re.escape(text))
+    fast, general = t._chain_tables(), t._general_tables()
+    if not text.isascii():
+        assert fast is None and t.chain() is None
+        return
+    assert fast is not None and t.chain() is not None and t.chain()[0] == text.encode()
+    for a, b in zip(fast, general, strict=True):
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        else:
+            assert a == b
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(words=st.lists(st.text(alphabet=st.sampled_from('ab"\\:_é\x00z9'), min_size=1, max_size=6),
                       min_size=1, max_size=5, unique=True))
