@@ -419,47 +419,66 @@ def fill(m: np.ndarray, ok: np.ndarray, end_tok: np.ndarray, end_state: np.ndarr
 
 # ------------------------------------------------------------------- lexer automata (the product)
 @_jit
-def _key_hash(row: np.ndarray, width: int) -> int:  # pragma: no cover - compiled
+def _key_hash(row: np.ndarray, alive: np.ndarray, na: int, n_terms: int) -> tuple[int, int]:  # pragma: no cover - compiled
+    # a key's hash and its number of live terminal states, over those states (position and state) at
+    # the positions alive[:na] (ascending; every live position among them), its best terminal and its
+    # partial-character code: equal keys hash alike whatever their dead positions
     h = np.int64(1469598103934665603)
-    for k in range(width):
-        h = (h ^ np.int64(row[k] + 2)) * np.int64(1099511628211)
+    m = 0
+    for k in range(na):
+        j = alive[k]
+        v = row[j]
+        if v >= 0:
+            h = (h ^ np.int64(j)) * np.int64(1099511628211)
+            h = (h ^ np.int64(v)) * np.int64(1099511628211)
+            m += 1
+    h = (h ^ np.int64(row[n_terms] + 2)) * np.int64(1099511628211)
+    h = (h ^ np.int64(row[n_terms + 1] + 2)) * np.int64(1099511628211)
     h ^= h >> 29  # (the low bits, which pick the slot, then depend on every value's high bits too)
     h *= np.int64(-4658895280553007687)
-    return h ^ (h >> 32)
+    return h ^ (h >> 32), m
 
 
 @_jit
-def _find_or_add(tmp: np.ndarray, keys: np.ndarray, slots: np.ndarray, cnt: np.ndarray
-                 ) -> int:  # pragma: no cover - compiled
-    # the id of key ``tmp`` (open addressing over ``slots``), added as state cnt[0] when new
-    width = keys.shape[1]
+def _find_or_add(tmp: np.ndarray, alive: np.ndarray, na: int, keys: np.ndarray, n_live: np.ndarray,
+                 slots: np.ndarray, cnt: np.ndarray) -> int:  # pragma: no cover - compiled
+    # the id of key ``tmp`` (open addressing over ``slots``), added as state cnt[0] when new; the live
+    # positions of tmp are among alive[:na], and n_live holds each state's number of live positions, so
+    # a state with as many, equal at alive[:na], is equal everywhere
+    n_terms = keys.shape[1] - 2
+    h, m = _key_hash(tmp, alive, na, n_terms)
     mask = slots.size - 1
-    s = _key_hash(tmp, width) & mask
+    s = h & mask
     while True:
         sid = slots[s]
         if sid < 0:
             n = cnt[0]
-            for k in range(width):
+            for k in range(n_terms + 2):
                 keys[n, k] = tmp[k]
+            n_live[n] = m
             slots[s] = n
             cnt[0] = n + 1
             return n
-        same = True
-        for k in range(width):
-            if keys[sid, k] != tmp[k]:
-                same = False
-                break
-        if same:
-            return sid
+        if n_live[sid] == m and keys[sid, n_terms] == tmp[n_terms] and keys[sid, n_terms + 1] == tmp[n_terms + 1]:
+            same = True
+            for k in range(na):
+                j = alive[k]
+                if keys[sid, j] != tmp[j]:
+                    same = False
+                    break
+            if same:
+                return sid
         s = (s + 1) & mask
 
 
 @_jit
 def _rehash(keys: np.ndarray, n: int, slots: np.ndarray) -> None:  # pragma: no cover - compiled
-    width = keys.shape[1]
+    n_terms = keys.shape[1] - 2
+    every = np.arange(n_terms)
     mask = slots.size - 1
     for sid in range(1, n):
-        s = _key_hash(keys[sid], width) & mask
+        h, _ = _key_hash(keys[sid], every, n_terms, n_terms)
+        s = h & mask
         while slots[s] >= 0:
             s = (s + 1) & mask
         slots[s] = sid
@@ -496,14 +515,15 @@ def _close_char(tmp: np.ndarray, alive: np.ndarray, na: int, best: int, n_main: 
 @_jit
 def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
                      no_cut: np.ndarray, pend: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray,
-                     keys: np.ndarray, table: np.ndarray, slots: np.ndarray, cnt: np.ndarray, i: int
-                     ) -> int:  # pragma: no cover - compiled
+                     keys: np.ndarray, n_live: np.ndarray, table: np.ndarray, slots: np.ndarray, cnt: np.ndarray,
+                     i: int) -> int:  # pragma: no cover - compiled
     n_terms = off.size
     width = n_terms + 2
     cap = keys.shape[0]
     tmp = np.empty(width, np.int32)
     prev = np.empty(width, np.int32)
     alive = np.empty(n_terms, np.int64)
+    base = np.empty(n_terms, np.int64)
     code_id = np.empty(pend.shape[0], np.int64)
     n_cls = 0
     for b in range(128):
@@ -522,8 +542,9 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
             tmp[j] = -1
             if keys[i, j] >= 0:
                 alive[na] = j
+                base[na] = off[j] + keys[i, j]  # (its row in the stacked tables)
                 na += 1
-        for b in range(256):
+        for b in range(128 if p == 0 else 0, 256):  # (a state outside a character writes every ASCII byte below)
             table[i, b] = 0
         if p == 0:
             # one byte per class of ASCII bytes every automaton of the context treats alike, the
@@ -533,8 +554,7 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
             for c in range(reps.size):
                 b = reps[c]
                 for k in range(na):
-                    j = alive[k]
-                    tmp[j] = asc[off[j] + keys[i, j], b]
+                    tmp[alive[k]] = asc[base[k], b]
                 nb = _close_char(tmp, alive, na, best, n_main, no_cut, fin, off)
                 if nb == -2:
                     have_prev = False
@@ -551,7 +571,7 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
                     if same:
                         cls_sid[c] = prev_id
                         continue
-                prev_id = _find_or_add(tmp, keys, slots, cnt)
+                prev_id = _find_or_add(tmp, alive, na, keys, n_live, slots, cnt)
                 cls_sid[c] = prev_id
                 for k in range(na):
                     prev[alive[k]] = tmp[alive[k]]
@@ -563,14 +583,13 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
             # non-ASCII character; the terminals that cannot are cut inside the character
             hi = False
             for k in range(na):
-                j = alive[k]
-                if j < n_main and ae[off[j] + keys[i, j]] >= 0:
+                if alive[k] < n_main and ae[base[k]] >= 0:
                     hi = True
                     break
             if hi:
                 for k in range(na):
                     j = alive[k]
-                    tmp[j] = keys[i, j] if ae[off[j] + keys[i, j]] >= 0 else -1
+                    tmp[j] = keys[i, j] if ae[base[k]] >= 0 else -1
                 tmp[n_terms] = best
                 for c in range(code_id.size):
                     code_id[c] = -1
@@ -580,27 +599,26 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
                         continue
                     if code_id[c] < 0:
                         tmp[n_terms + 1] = c
-                        code_id[c] = _find_or_add(tmp, keys, slots, cnt)
+                        code_id[c] = _find_or_add(tmp, alive, na, keys, n_live, slots, cnt)
                     table[i, b] = code_id[c]
         else:
             # inside a character no automaton names: the allowed range of bytes steps alike
             if pend[p, 0] == 1:
                 for k in range(na):
-                    j = alive[k]
-                    tmp[j] = ae[off[j] + keys[i, j]]
+                    tmp[alive[k]] = ae[base[k]]
                 nb = _close_char(tmp, alive, na, best, n_main, no_cut, fin, off)
                 sid = 0
                 if nb != -2:
                     tmp[n_terms] = nb
                     tmp[n_terms + 1] = 0
-                    sid = _find_or_add(tmp, keys, slots, cnt)
+                    sid = _find_or_add(tmp, alive, na, keys, n_live, slots, cnt)
             else:
                 for k in range(na):
                     j = alive[k]
                     tmp[j] = keys[i, j]
                 tmp[n_terms] = best
                 tmp[n_terms + 1] = pend[p, 3]
-                sid = _find_or_add(tmp, keys, slots, cnt)
+                sid = _find_or_add(tmp, alive, na, keys, n_live, slots, cnt)
             for b in range(pend[p, 1], pend[p, 2] + 1):
                 table[i, b] = sid
         i += 1
@@ -688,12 +706,15 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     keys[1, :n_terms] = start
     keys[1, n_terms] = -1
     keys[1, n_terms + 1] = 0
+    n_live = np.empty(cap, dtype=np.int32)  # per state, its live terminal states
+    n_live[1] = int((start >= 0).sum())
     slots = np.full(_slots_for(cap), -1, dtype=np.int32)
     _rehash(keys, 2, slots)
     cnt = np.array([2], dtype=np.int64)
     i = 1
     while True:
-        i = _product_explore(asc, ae, fin, off, n_main, no_cut, pend, lead_code, cls_of, keys, table, slots, cnt, i)
+        i = _product_explore(asc, ae, fin, off, n_main, no_cut, pend, lead_code, cls_of, keys, n_live, table, slots,
+                             cnt, i)
         n = int(cnt[0])
         if n > max_states:
             return None
@@ -701,6 +722,8 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
             break
         cap *= 4  # (the rows found so far copied over; the rest is written as states are found)
         keys, old_keys = np.empty((cap, n_terms + 2), dtype=np.int32), keys
+        n_live, old_live = np.empty(cap, dtype=np.int32), n_live
+        n_live[:n] = old_live[:n]
         keys[:n] = old_keys[:n]
         table, old_table = np.empty((cap, 256), dtype=np.int32), table
         table[:n] = old_table[:n]
