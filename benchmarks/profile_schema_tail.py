@@ -11,7 +11,13 @@ their total time and each part's share, then the p99 left with each part taken o
 time (what the p99 owes to that part; the shares weigh a few very slow masks more).  The timers add a few µs per call: read the shares, not the
 totals, and compare the totals with ``bench_schema.py``'s only roughly.
 
-    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm lazy] [--thresholds-us 340 1000]
+With ``--fine`` the builds are split further (each terminal's byte tables, the joint classes, the
+compiled product's kernel, its forks, its reachable winners, the arrays ``_finish`` makes, the direct
+build of one literal, the Python builder) and so are the root walks (by path: a compiled walk of the
+trie, a trie search, a walk derived from a reference state, one translated from another automaton's,
+a uniform walk, the choice of a projection).
+
+    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm lazy] [--thresholds-us 340 1000] [--fine]
 """
 
 from __future__ import annotations
@@ -96,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="gad.compile's warm= for the schemas, as in bench_schema.py (default: %(default)s)")
     ap.add_argument("--thresholds-us", type=float, nargs="+", default=[340.0, 1000.0],
                     help="report the masks slower than each (default: %(default)s)")
+    ap.add_argument("--fine", action="store_true",
+                    help="split the lexer automaton builds and the root walks into their parts (see above)")
     args = ap.parse_args(argv)
     set_up = gad_engine(args.data, args.gad_warm)
     if set_up is None:
@@ -115,6 +123,24 @@ def main(argv: list[str] | None = None) -> int:
                              (compiler.CompiledGrammar, "feed", "parser queries"),
                              (compiler.CompiledGrammar, "_ok_entry", "parser queries")]:
         timer.wrap(cls, name, label)
+    if args.fine:
+        from gad.engine import kernels
+        for owner, name, label in [(lexer.TerminalAutomaton, "byte_tables", "build: byte tables"),
+                                   (lexer, "_joint_classes", "build: joint classes"),
+                                   (kernels, "explore_product", "build: product kernel"),
+                                   (lexer.LexerDFA, "_compiled_forks", "build: forks"),
+                                   (kernels, "product_reach", "build: reach"),
+                                   (lexer.LexerDFA, "_finish", "build: finish"),
+                                   (lexer.LexerDFA, "_build_literal", "build: one literal"),
+                                   (lexer.LexerDFA, "_explore_states", "build: Python builder"),
+                                   (compiler.CompiledGrammar, "_level_walk", "root: trie walk"),
+                                   (compiler.CompiledGrammar, "_trie_walk", "root: trie search"),
+                                   (compiler.CompiledGrammar, "_derived_root_walk", "root: derived"),
+                                   (compiler.CompiledGrammar, "_term_walk", "root: translated"),
+                                   (compiler.CompiledGrammar, "_keep_term_walk", "root: translated"),
+                                   (compiler.CompiledGrammar, "_uniform_walk", "root: uniform"),
+                                   (compiler.CompiledGrammar, "_projection", "root: projection")]:
+            timer.wrap(owner, name, label)
     # the lexer automata the masks build, by kind (a context of one literal is built directly)
     in_mask = [False]
     built = {"one literal": 0, "other": 0}

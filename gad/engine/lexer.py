@@ -226,7 +226,7 @@ class TerminalAutomaton:
     _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
     _leads: frozenset[int] | None = field(default=None, repr=False)
     _tables: tuple | None = field(default=None, repr=False)
-    _chain: tuple[bytes, list[int]] | None | bool = field(default=False, repr=False)  # False: not yet known
+    _chain: tuple[bytes, tuple[int, ...]] | None | bool = field(default=False, repr=False)  # False: not yet known
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -289,7 +289,7 @@ class TerminalAutomaton:
             r = self._tables = self._chain_tables() or self._word_tables() or self._general_tables()
         return r
 
-    def chain(self) -> tuple[bytes, list[int]] | None:
+    def chain(self) -> tuple[bytes, tuple[int, ...]] | None:
         """``(bytes, local states)`` when this terminal is an ASCII literal (an object's key, a
         punctuation mark) whose automaton is the chain of ``n + 1`` states its ``n`` bytes step through,
         one alphabet class per character and nothing else (the local states: each chain state's rank
@@ -299,7 +299,7 @@ class TerminalAutomaton:
             r = self._chain = self._find_chain()
         return cast(Any, r)
 
-    def _find_chain(self) -> tuple[bytes, list[int]] | None:
+    def _find_chain(self) -> tuple[bytes, tuple[int, ...]] | None:
         text = literal_text(self.regexp)
         if text is None or not text.isascii() or self.nonascii:
             return None
@@ -321,7 +321,7 @@ class TerminalAutomaton:
         if chain != list(range(n + 1)):  # (states numbered otherwise: their ranks)
             rank = {q: i for i, q in enumerate(sorted(cast(Any, fsm.states)))}
             chain = [rank[q] for q in chain]
-        return text.encode("ascii"), chain
+        return text.encode("ascii"), tuple(chain)  # (a tuple: the collector stops following it)
 
     def _chain_tables(self) -> tuple | None:
         """:meth:`byte_tables` of an ASCII literal's chain (:meth:`chain`) straight from its bytes, a few
@@ -332,7 +332,7 @@ class TerminalAutomaton:
             return None
         lit, local = found
         n = len(local)
-        if local != list(range(n)):  # (states numbered otherwise: the general path)
+        if local != tuple(range(n)):  # (states numbered otherwise: the general path)
             return None
         asc = np.full((n, 0x80), -1, dtype=np.int32)
         asc[np.arange(n - 1), np.frombuffer(lit, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
@@ -552,15 +552,17 @@ def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, Termina
 
 
 class _TableRows(dict):
-    """``view[s]``: row ``s`` of an automaton's table as a list, made on first read (its rows never
-    change once built; states added later are read from the table as it is then)."""
+    """``view[s]``: row ``s`` of an automaton's table as a tuple of ints, made on first read (its rows
+    never change once built; states added later are read from the table as it is then).  A tuple, not
+    a list: Python's collector stops following a tuple of ints after one pass, but visits a list's 256
+    slots at every full collection (rows of every automaton alive: most of a full pass's time)."""
 
     def __init__(self, dfa: LexerDFA) -> None:
         super().__init__()
         self.dfa = dfa
 
-    def __missing__(self, s: int) -> list[int]:
-        r = self[s] = self.dfa.table[s].tolist()
+    def __missing__(self, s: int) -> tuple[int, ...]:
+        r = self[s] = tuple(self.dfa.table[s].tolist())
         return r
 
 
@@ -958,7 +960,7 @@ class LexerDFA:
         else:
             self._explore(0)
 
-    def _single_literal(self) -> tuple[bytes, list[int]] | None:
+    def _single_literal(self) -> tuple[bytes, tuple[int, ...]] | None:
         """``(bytes, local states)`` of this context's one terminal when it is an ASCII literal (a key of
         an object, a punctuation mark) read on its own (no ignore flag, no keyword map) and its
         automaton is the chain of ``n + 1`` states the literal's ``n`` bytes step through, nothing else
@@ -968,7 +970,7 @@ class LexerDFA:
             return None
         return self.terms[0].chain()
 
-    def _build_literal(self, lit: bytes, local: list[int]) -> None:
+    def _build_literal(self, lit: bytes, local: tuple[int, ...]) -> None:
         """What :meth:`_explore_compiled` builds for a context of one ASCII literal (:meth:`_single_literal`),
         made directly: the dead state, the empty lexeme, then one state per byte read, the last one a
         fork with no guard (a literal cannot go on) whose reach is the terminal; no partial characters
