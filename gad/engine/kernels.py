@@ -626,14 +626,14 @@ def _product_explore(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.n
 
 
 @_jit
-def _product_reach(table: np.ndarray, n: int, reach: np.ndarray) -> None:  # pragma: no cover - compiled
+def _product_reach(table: np.ndarray, n: int, reach: np.ndarray, cols: np.ndarray) -> None:  # pragma: no cover - compiled
     changed = True
     while changed:
         changed = False
         for s in range(n - 1, 0, -1):
             r = reach[s]
-            for b in range(256):
-                r |= reach[table[s, b]]
+            for k in range(cols.size):
+                r |= reach[table[s, cols[k]]]
             if r != reach[s]:
                 reach[s] = r
                 changed = True
@@ -732,11 +732,15 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     return keys[:n].copy(), table[:n].copy()
 
 
-def product_reach(table: np.ndarray, reach: np.ndarray) -> None:
+def product_reach(table: np.ndarray, reach: np.ndarray, cols: np.ndarray | None = None) -> None:
     """Close ``reach`` ``(n,)`` int64 (bit sets of fork winners, one per state) under the transitions
     of ``table`` ``(n, 256)`` int32 in place: each state's set then holds every winner reachable from it
-    (the least fixed point; state 0, dead, keeps its own)."""
-    _product_reach(table, table.shape[0], reach)
+    (the least fixed point; state 0, dead, keeps its own).  ``cols`` ``(k,)`` int64: bytes whose columns
+    hold every successor of every state but the dead one (default: all 256); :func:`explore_product`'s
+    table needs only a byte per class of ``cls_of``, per lead code and per continuation range."""
+    if cols is None:
+        cols = np.arange(256, dtype=np.int64)
+    _product_reach(table, table.shape[0], reach, cols)
 
 
 @_jit

@@ -104,6 +104,9 @@ _PEND_TABLE = np.asarray([(0, 0, 0, 0)] + [(n, lo, hi, _PEND_CODE.get((n - 1, 0x
 _LEAD_CODE = np.zeros(256, dtype=np.int32)
 for _b, _k in _LEAD.items():
     _LEAD_CODE[_b] = _PEND_CODE[_k]
+# bytes >= 0x80 standing for all of them in a compiled build's table: the first lead byte of each
+# code, and the first byte of each code's continuation range (kernels.product_reach)
+_HIGH_REPS = np.unique(np.concatenate([np.unique(_LEAD_CODE, return_index=True)[1][1:], _PEND_TABLE[1:, 1]])).astype(np.int64)
 # the compiled build keeps each state's reachable fork winners in an int64 bit set
 _COMPILED_MAX_TERMS = 62
 # random odd weights hashing a compiled build's key rows (LexerDFA.states_of; int64 products wrap)
@@ -1014,8 +1017,9 @@ class LexerDFA:
             asc, ae, fin = tabs[0][:3]
         else:
             asc, ae, fin = (np.concatenate([tb[k] for tb in tabs]) for k in range(3))
+        cls_of = _joint_classes([tb[5] for tb in tabs])
         built = kernels.explore_product(asc, ae, fin, off, self.n_main, no_cut, _PEND_TABLE, _LEAD_CODE,
-                                        _joint_classes([tb[5] for tb in tabs]), start, MAX_CONTEXT_STATES)
+                                        cls_of, start, MAX_CONTEXT_STATES)
         if built is None:
             self._too_many_states()
         karr, table = built
@@ -1035,7 +1039,13 @@ class LexerDFA:
         reach = np.zeros(n, dtype=np.int64)
         fork_ok = self._compiled_forks(karr, at, tabs, off, asc, fin, forks, reach) if at.size else None
         self._fork_list = forks
-        kernels.product_reach(table, reach)
+        # (every successor of a state is in the column of its byte class's first byte, or of a
+        # representative byte >= 0x80)
+        # (classes numbered by first byte: a class's first byte is where the running maximum grows)
+        grows = np.empty(0x80, dtype=bool)
+        grows[0] = True
+        np.greater(cls_of[1:], np.maximum.accumulate(cls_of[:-1]), out=grows[1:])
+        kernels.product_reach(table, reach, np.concatenate([np.flatnonzero(grows), _HIGH_REPS]))
         self._reach_list = reach.tolist()
         self._finish(0, table, fork_ok)
 
