@@ -736,6 +736,7 @@ class CompiledGrammar:
                 if node is None:
                     node = dfa.shared_walks[skey] = self._root_walk(cid, d)
                     dfa.walked.setdefault(fp, []).append(d)
+                    _shared_grew(dfa, _walk_nbytes(node))
             else:
                 node = self._root_walk(cid, d)
             self._roots[key] = node
@@ -1938,9 +1939,14 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
 
 
 # lexer automata shared by the lazily compiled grammars of this process (CompiledGrammar(share=True)),
-# by context signature, least recently used first; each holds its token walks (``shared_walks``)
-SHARED_DFA_LIMIT = 256
+# by context signature, least recently used first; each holds its token walks (``shared_walks``).
+# Kept while there are at most SHARED_DFA_LIMIT of them and their tables and root walks hold at most
+# SHARED_DFA_BYTES (most are a few KB: punctuation, keys; a string's walks are ~0.2-0.4 MB each).
+# Evicting only costs a later grammar a rebuild: its own grammars keep the automaton.
+SHARED_DFA_LIMIT = 4096
+SHARED_DFA_BYTES = 256 << 20
 _SHARED_DFAS: OrderedDict[tuple, LexerDFA] = OrderedDict()
+_SHARED_BYTES = [0]  # what the stored automata hold, by _shared_bytes / _walk_nbytes
 _DFA_SERIAL = itertools.count(1)
 
 
@@ -1995,9 +2001,39 @@ def _shared_dfa(terms: list[TerminalAutomaton], ignore: list[bool], unless: dict
     dfa = build()
     dfa.serial = next(_DFA_SERIAL)
     _SHARED_DFAS[key] = dfa
-    while len(_SHARED_DFAS) > SHARED_DFA_LIMIT:
-        _SHARED_DFAS.popitem(last=False)
+    dfa.shared_key = key
+    _shared_grew(dfa, dfa.table.nbytes + dfa.flat_sink.nbytes + dfa.fork_ok.nbytes)
     return dfa
+
+
+def _shared_grew(dfa: LexerDFA, nbytes: int) -> None:
+    """Count ``nbytes`` more held by ``dfa`` (its tables, or a root walk it keeps) while it is in the
+    shared store, then evict the least recently used automata other than ``dfa`` while the store is
+    over :data:`SHARED_DFA_LIMIT` automata or :data:`SHARED_DFA_BYTES` bytes."""
+    key = dfa.shared_key
+    if key is None or _SHARED_DFAS.get(key) is not dfa:  # (evicted, or private: not counted)
+        return
+    dfa.shared_bytes += nbytes
+    _SHARED_BYTES[0] += nbytes
+    while len(_SHARED_DFAS) > 1 and (len(_SHARED_DFAS) > SHARED_DFA_LIMIT or _SHARED_BYTES[0] > SHARED_DFA_BYTES):
+        old_key, old = next(iter(_SHARED_DFAS.items()))
+        if old is dfa:
+            break
+        del _SHARED_DFAS[old_key]
+        _SHARED_BYTES[0] -= old.shared_bytes
+        old.shared_bytes = 0
+        old.shared_key = None
+
+
+def _walk_nbytes(node: WalkNode) -> int:
+    """About the bytes of the arrays root walk ``node`` holds itself when made: not its children's
+    (made later), nor its base's (an overlay's base is another state's walk, or a uniform walk's chain
+    of a few KB), nor a translated walk's codes and token set (held by :data:`_TERM_WALKS`)."""
+    shared = ("codes", "dense_any") if node.codes is not None else ()
+    total = sum(v.nbytes for k, v in node.__dict__.items() if isinstance(v, np.ndarray) and k not in shared)
+    for tok, off in node.groups.values():
+        total += tok.nbytes + off.nbytes
+    return total
 
 
 def _patched_sparse(end_tok: np.ndarray, end_state: np.ndarray, fix_t: np.ndarray, fix_s: np.ndarray,

@@ -626,6 +626,8 @@ class LexerDFA:
     fork_ok: np.ndarray  # (forks, 256) bool
     serial: int  # process-wide number of a shared automaton (gad.engine.compiler), 0 otherwise
     shared_walks: dict[tuple, Any]  # token walks of a shared automaton, by (vocabulary, EOS ids, state)
+    shared_key: tuple | None = None  # its key in the process-wide store while stored there (gad.engine.compiler)
+    shared_bytes: int = 0  # what it holds there: tables and root walks
     walked: dict[tuple, list[int]]  # the states of those walks in the order walked, by (vocabulary, EOS ids)
     is_start: np.ndarray  # (states,) bool
     reach_group: np.ndarray
@@ -1146,7 +1148,9 @@ class LexerDFA:
     def __getstate__(self) -> dict:
         # the row view, the uniform successors, the key-row look-up and the start states by guard are
         # caches: never written to the compile cache
-        return {k: v for k, v in self.__dict__.items() if k not in ("_row_view", "_uniform", "_karr_look", "_starts")}
+        # (nor its place in the process-wide store of shared automata)
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_row_view", "_uniform", "_karr_look", "_starts", "shared_key", "shared_bytes")}
 
     def key(self, d: int) -> tuple | None:
         """The key ``(main, best, guard, pending)`` of state ``d`` (None for the dead state), without

@@ -57,6 +57,37 @@ def test_schema_grammars_compile_lazily_and_share_walks(smollm2_tokenizer) -> No
     assert {id(n) for n in lazy[0]._roots.values()} & {id(n) for n in lazy[1]._roots.values()}
 
 
+@pytest.mark.parametrize("limit, budget", [(3, 1 << 40), (4096, 96 << 10)])
+def test_the_shared_store_keeps_to_its_count_and_byte_budget(smollm2_tokenizer, monkeypatch, limit, budget) -> None:
+    """The process-wide store of shared automata evicts the least recently used ones past
+    SHARED_DFA_LIMIT automata or SHARED_DFA_BYTES bytes (tables + root walks); masks stay exact, and
+    an evicted automaton is rebuilt for the next grammar that needs it."""
+    tok = smollm2_tokenizer
+    monkeypatch.setattr(compiler, "_SHARED_DFAS", compiler.OrderedDict())
+    monkeypatch.setattr(compiler, "_SHARED_BYTES", [0])
+    monkeypatch.setattr(compiler, "SHARED_DFA_LIMIT", limit)
+    monkeypatch.setattr(compiler, "SHARED_DFA_BYTES", budget)
+    built = []
+    for _round in range(2):
+        for schema, value in RECORDS:
+            g = Grammar.from_json_schema(schema)
+            ids = tok.encode(json.dumps(value, separators=(",", ":"), ensure_ascii=False), add_special_tokens=False)
+            cg = gad.compile(g, tok, cache_dir=False)
+            got = _masks_along(cg, ids)
+            want = _masks_along(gad.compile(g, tok, cache_dir=False, warm=True), ids)
+            assert all(np.array_equal(a, b) for a, b in zip(got, want))
+            built.extend(d for d in cg._dfas if d is not None and d.serial > 0)
+            store = list(compiler._SHARED_DFAS.values())
+            assert len(store) <= limit
+            assert compiler._SHARED_BYTES[0] == sum(d.shared_bytes for d in store)
+            assert compiler._SHARED_BYTES[0] <= budget or len(store) == 1
+            assert all(d.shared_key is not None and d.shared_bytes > 0 for d in store)
+    evicted = [d for d in built if d.shared_key is None]
+    assert evicted and all(d.shared_bytes == 0 for d in evicted)
+    # an evicted automaton's context was built again for a later grammar (same key, another object)
+    assert len({d.serial for d in built}) > len({tuple((t.name, t.regexp) for t in d.terms) for d in built})
+
+
 def test_a_name_with_another_pattern_gets_a_private_automaton(smollm2_tokenizer) -> None:
     """Guards name terminals of other contexts: a grammar whose terminal of that name has another
     pattern must not reuse an automaton built for the first one."""
