@@ -672,33 +672,87 @@ def _alts(rs: list[_Rx]) -> _Rx | None:
     return ("|".join(r[0] for r in rs), "alt")
 
 
+def _coarsest_partition(states: list, trs: list, fwd: dict, finals: Any, max_work: int) -> list[int] | None:
+    """Per state of ``states`` (the live ones), its block of the coarsest partition that separates
+    final from other states and is stable under every transition of ``trs`` (a transition to a state
+    outside ``states``, or none, goes to a dead sink); None past ``max_work`` transitions visited."""
+    n = len(states)
+    index = {st: i for i, st in enumerate(states)}
+    sink = n
+    # pre[k][t]: the states whose transition k leads to t (the sink's own moves lead to it)
+    pre: list[dict[int, list[int]]] = [{} for _ in trs]
+    for i, st in enumerate(states):
+        row = fwd.get(st, {})
+        for k, tr in enumerate(trs):
+            t = row.get(tr)
+            j = index.get(t, sink) if t is not None else sink
+            pre[k].setdefault(j, []).append(i)
+    for k in range(len(trs)):
+        pre[k].setdefault(sink, []).append(sink)
+    fin = {i for i, st in enumerate(states) if st in finals}
+    blocks: list[set[int]] = [b for b in (fin, set(range(n + 1)) - fin) if b]
+    block_of = [0] * (n + 1)
+    for b, members in enumerate(blocks):
+        for i in members:
+            block_of[i] = b
+    todo: list[tuple[int, int]] = []
+    waiting: set[tuple[int, int]] = set()
+    if len(blocks) == 2:
+        small = 0 if len(blocks[0]) <= len(blocks[1]) else 1
+        for k in range(len(trs)):
+            todo.append((small, k))
+            waiting.add((small, k))
+    work = 0
+    while todo:
+        splitter = todo.pop()
+        waiting.discard(splitter)
+        a, k = splitter
+        pk = pre[k]
+        hit: dict[int, list[int]] = {}
+        for t in list(blocks[a]):
+            for s in pk.get(t, ()):
+                hit.setdefault(block_of[s], []).append(s)
+                work += 1
+        if work > max_work:
+            return None
+        for y, xs in hit.items():
+            if len(xs) == len(blocks[y]):
+                continue
+            z = len(blocks)
+            moved = set(xs)
+            blocks[y] -= moved
+            blocks.append(moved)
+            for s in xs:
+                block_of[s] = z
+            smaller = z if len(moved) <= len(blocks[y]) else y
+            for c in range(len(trs)):
+                if (y, c) in waiting:
+                    todo.append((z, c))
+                    waiting.add((z, c))
+                else:
+                    todo.append((smaller, c))
+                    waiting.add((smaller, c))
+    return block_of[:n]
+
+
 def minimize(fsm: interegular.FSM, max_work: int = 5_000_000) -> interegular.FSM | None:
     """The minimal DFA of ``fsm``'s live part (reachable states that reach a final one; a missing
-    transition leads to the dead state), by Moore's partition refinement; None when the
-    refinement would exceed ``max_work`` state-transition visits."""
+    transition leads to the dead state), by Hopcroft's partition refinement (*An n log n algorithm
+    for minimizing states in a finite automaton*, 1971): each state's class is its block of the
+    coarsest partition, the classes numbered in the order of their first state (by ``repr``).  None
+    when the refinement would visit more than ``max_work`` transitions (a bounded string's chain of
+    a few hundred states takes a few thousand)."""
     fwd = {s: dict(row) for s, row in fsm.map.items()}
     live = coreachable(fsm, reachable(fsm))
     if fsm.initial not in live:
         live = {fsm.initial}
     trs = sorted({tr for s in live for tr in fwd.get(s, {})}, key=repr)
     states = sorted(live, key=repr)
-    cls = {s: int(s in fsm.finals) for s in states}
-    n_cls = len(set(cls.values()))
-    work = 0
-    while True:
-        sigs: dict = {}
-        new = {}
-        for s in states:
-            row = fwd.get(s, {})
-            sig = (cls[s],) + tuple(cls.get(row[tr], -1) if tr in row and row[tr] in live else -1 for tr in trs)
-            new[s] = sigs.setdefault(sig, len(sigs))
-        work += len(states) * (len(trs) + 1)
-        if work > max_work:
-            return None
-        cls = new
-        if len(sigs) == n_cls:
-            break
-        n_cls = len(sigs)
+    block = _coarsest_partition(states, trs, fwd, fsm.finals, max_work)
+    if block is None:
+        return None
+    first: dict[int, int] = {}
+    cls = {st: first.setdefault(b, len(first)) for st, b in zip(states, block)}
     mapping: dict = {}
     for s in states:
         c = cls[s]
