@@ -30,8 +30,9 @@ _DEC = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
 _HEAD16 = dict(_DEC, head_dim=16)
 _MIXED = ["sliding_attention", "full_attention"]
 
-# id: (config class, its arguments, expected lm.shared_prefix after the first multi-row session)
-ARCHS: dict[str, tuple[str, dict, bool]] = {
+# id: (config class, its arguments, expected lm.shared_prefix after the first multi-row session;
+# None: as _falcon_has_attention_interface says)
+ARCHS: dict[str, tuple[str, dict, bool | None]] = {
     "llama-gqa": ("LlamaConfig", _DEC, True),
     "qwen3-mqa": ("Qwen3Config", dict(_HEAD16, num_key_value_heads=1), True),  # q/k norms, one kv head
     "mistral-sliding": ("MistralConfig", dict(_DEC, sliding_window=8), False),  # every layer sliding
@@ -44,8 +45,20 @@ ARCHS: dict[str, tuple[str, dict, bool]] = {
                 False),  # attention sinks, mixture of experts, mixed sliding/full
     "falcon": ("FalconConfig", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                     new_decoder_architecture=True, num_kv_heads=2),
-               False),  # its own attention code (no AttentionInterface): no shared prompt
+               None),  # shared only where transformers runs its attention through AttentionInterface
 }
+
+
+def _falcon_has_attention_interface() -> bool:
+    """Whether the installed transformers' Falcon attention goes through ``ALL_ATTENTION_FUNCTIONS``
+    (from 5.25; before, its own attention code, which the shared prompt cannot reach: gad falls back)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module("transformers.models.falcon.modeling_falcon")
+    except ImportError:
+        return False
+    return hasattr(mod, "ALL_ATTENTION_FUNCTIONS")
 
 GRAMMAR = 'start: "[" NUM ("," NUM)* "]"\nNUM: /[0-9]{1,3}/'
 PROMPT_TEXT = "Write a JSON list of a few small numbers."
@@ -71,6 +84,8 @@ def arch(request, tmp_path_factory, smollm2_tokenizer):
     del model
     lm = gad.load_model(str(path), device="cpu")
     assert lm.vocab_size == len(tok)
+    if shared is None:
+        shared = _falcon_has_attention_interface()
     return request.param, lm, shared
 
 
