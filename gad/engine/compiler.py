@@ -1944,7 +1944,7 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
 # SHARED_DFA_BYTES (most are a few KB: punctuation, keys; a string's walks are ~0.2-0.4 MB each).
 # Evicting only costs a later grammar a rebuild: its own grammars keep the automaton.
 SHARED_DFA_LIMIT = 4096
-SHARED_DFA_BYTES = 256 << 20
+SHARED_DFA_BYTES = 128 << 20
 _SHARED_DFAS: OrderedDict[tuple, LexerDFA] = OrderedDict()
 _SHARED_BYTES = [0]  # what the stored automata hold, by _shared_bytes / _walk_nbytes
 _DFA_SERIAL = itertools.count(1)
