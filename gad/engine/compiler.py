@@ -2016,10 +2016,11 @@ def _shared_grew(dfa: LexerDFA, nbytes: int) -> None:
     dfa.shared_bytes += nbytes
     _SHARED_BYTES[0] += nbytes
     while len(_SHARED_DFAS) > 1 and (len(_SHARED_DFAS) > SHARED_DFA_LIMIT or _SHARED_BYTES[0] > SHARED_DFA_BYTES):
-        old_key, old = next(iter(_SHARED_DFAS.items()))
-        if old is dfa:
+        old_key, old = _SHARED_DFAS.popitem(last=False)  # (one step: no iterator another thread could upset)
+        if old is dfa:  # (the least recently used itself: kept, first in line)
+            _SHARED_DFAS[old_key] = old
+            _SHARED_DFAS.move_to_end(old_key, last=False)
             break
-        del _SHARED_DFAS[old_key]
         _SHARED_BYTES[0] -= old.shared_bytes
         old.shared_bytes = 0
         old.shared_key = None
