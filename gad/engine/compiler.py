@@ -1990,12 +1990,12 @@ def _shared_dfa(terms: list[TerminalAutomaton], ignore: list[bool], unless: dict
            tuple(sorted((k, tuple(v)) for k, v in unless.items())), n_main, explicit)
     dfa = _SHARED_DFAS.get(key)
     if dfa is not None:
-        if any(dfa._uni.get(a.name, a).regexp != a.regexp for a in universe):
+        if any(dfa._uni.get(a.name, a.regexp) != a.regexp for a in universe):
             private = build()
             private.serial = next(_DFA_SERIAL)
             return private
         for a in universe:
-            dfa._uni.setdefault(a.name, a)
+            dfa._uni.setdefault(a.name, a.regexp)
         _SHARED_DFAS.move_to_end(key)
         return dfa
     dfa = build()

@@ -540,16 +540,21 @@ class TerminalAutomaton:
 _LAST_UNIVERSE: list[Any] = [None, -1, ({}, False)]
 
 
-def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, TerminalAutomaton], bool]:
-    """``({name: automaton}`` (the first of each name), whether any names a non-ASCII character)``
-    of ``universe``; the last result is kept (a grammar's contexts all pass its one universe list)."""
+def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, str], bool]:
+    """``({name: regexp}`` (the first of each name), whether any names a non-ASCII character)`` of
+    ``universe``; the last result is kept (a grammar's contexts all pass its one universe list).
+    Patterns, not automata: a dict of strings is not followed by Python's collector, and a shared
+    lexer automaton keeps one entry per terminal of every grammar that used it."""
     last = _LAST_UNIVERSE
     if last[0] is universe and last[1] == len(universe):
         return last[2]
-    index: dict[str, TerminalAutomaton] = {}
+    index: dict[str, str] = {}
+    explicit = False
     for t in universe:
-        index.setdefault(t.name, t)
-    r = (index, any(t.nonascii for t in index.values()))
+        if t.name not in index:
+            index[t.name] = t.regexp
+            explicit = explicit or bool(t.nonascii)
+    r = (index, explicit)
     last[:] = [universe, len(universe), r]
     return r
 
@@ -646,9 +651,11 @@ class LexerDFA:
         uni = dict(base)
         for t in terminals:
             if t.name not in uni:
-                uni[t.name] = t
+                uni[t.name] = t.regexp
                 explicit = explicit or bool(t.nonascii)
-        self._uni = uni  # every terminal a guard may hold (byte classes must separate their bytes)
+        # the pattern of every terminal a guard may hold (byte classes must separate their bytes),
+        # by name: its automaton is _guard_term's
+        self._uni = uni
         self.explicit_nonascii = explicit
         self.forks: list[tuple[int, frozenset]] = []
         self._fork_index: dict[tuple[int, frozenset], int] = {}
@@ -659,11 +666,16 @@ class LexerDFA:
         self._build()
 
     # ----------------------------------------------------------------------------------- building
+    def _guard_term(self, name: str) -> TerminalAutomaton:
+        """The automaton of terminal ``name``, which a guard may hold: the process's shared one
+        (:meth:`TerminalAutomaton.build`, made again if its store dropped it)."""
+        return TerminalAutomaton.build(name, self._uni[name])
+
     def _step_char(self, key: tuple, ch: object) -> tuple | None:
         main, best, guard, _ = key
         ng = []
         for name, gs in guard:
-            a = self._uni[name]
+            a = self._guard_term(name)
             t = a.step(gs, ch)
             if t < 0:
                 continue
@@ -730,7 +742,7 @@ class LexerDFA:
         for t, st in zip(self.terms, main):
             if st >= 0 and buf in t.nonascii_prefixes():
                 return True
-        return any(buf in self._uni[name].nonascii_prefixes() for name, _ in guard)
+        return any(buf in self._guard_term(name).nonascii_prefixes() for name, _ in guard)
 
     def _pending_live(self, main: tuple[int, ...], buf: bytes) -> bool:
         for t, st in zip(self.terms[:self.n_main], main):
@@ -773,7 +785,7 @@ class LexerDFA:
         characters always pass: the character decides)."""
         kill = 0
         for name, gs in guard:
-            kill |= self._uni[name].ascii_info(gs)[4]
+            kill |= self._guard_term(name).ascii_info(gs)[4]
         ok = np.ones(256, dtype=bool)
         if kill:
             ok[_bits(kill)[1]] = False
@@ -807,9 +819,8 @@ class LexerDFA:
                     hi_live = t.nonascii_live(st) if na is None else na
         ginfo: list[tuple[str, AsciiInfo]] = []
         if guard:
-            uni = self._uni
             for name, gs in guard:
-                inf = uni[name].ascii_info(gs)
+                inf = self._guard_term(name).ascii_info(gs)
                 live &= ~inf[4]  # a byte completing an overriding terminal: Lark lexed the earlier text otherwise
                 ginfo.append((name, inf))
         if not live:
@@ -1319,7 +1330,7 @@ class LexerDFA:
                 if self._plain_moves(key, row, at, dst):
                     if explicit:
                         leads = frozenset().union(*(t.explicit_leads() for t, st in zip(self.terms, main) if st >= 0),
-                                                  *(self._uni[n].explicit_leads() for n, _ in guard))
+                                                  *(self._guard_term(n).explicit_leads() for n, _ in guard))
                         row += _DEAD_HIGH
                         for m in _high_classes(leads):
                             self._move(key, (m & -m).bit_length() - 1, m, row, at, dst)

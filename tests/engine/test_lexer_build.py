@@ -61,7 +61,7 @@ def _reference_ok_bytes(dfa: LexerDFA, guard: frozenset) -> np.ndarray:
     ok = np.ones(256, dtype=bool)
     for b in range(0x80):
         for name, gs in guard:
-            a = dfa._uni[name]
+            a = dfa._guard_term(name)
             t = a.step(gs, chr(b))
             if t >= 0 and t in a.fsm.finals:
                 ok[b] = False
