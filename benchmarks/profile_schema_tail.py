@@ -54,6 +54,11 @@ class PartTimer:
         if self.stack:
             self.stack[-1][2] += dt
 
+    def wrap_all(self, targets: list[tuple[Any, str, str]]) -> None:
+        """:meth:`wrap` each ``(owner, attribute name, label)`` of ``targets``."""
+        for owner, name, label in targets:
+            self.wrap(owner, name, label)
+
     def wrap(self, cls: Any, name: str, label: str) -> None:
         fn = getattr(cls, name)
 
@@ -113,34 +118,32 @@ def main(argv: list[str] | None = None) -> int:
     from gad.grammar.json_schema import convert
 
     timer = PartTimer()
-    for cls, name, label in [(lexer.LexerDFA, "__init__", "lexer automaton build"),
-                             (lexer.LexerDFA, "_explore", "lexer automaton build"),
-                             (compiler.CompiledGrammar, "root", "root walk"),
-                             (compiler.CompiledGrammar, "_walk", "child walk"),
-                             (compiler.CompiledGrammar, "_fill", "mask fill"),
-                             (compiler.CompiledGrammar, "ctx", "context look-up"),
-                             (compiler.CompiledGrammar, "allowed_bits", "parser queries"),
-                             (compiler.CompiledGrammar, "feed", "parser queries"),
-                             (compiler.CompiledGrammar, "_ok_entry", "parser queries")]:
-        timer.wrap(cls, name, label)
+    timer.wrap_all([(lexer.LexerDFA, "__init__", "lexer automaton build"),
+                    (lexer.LexerDFA, "_explore", "lexer automaton build"),
+                    (compiler.CompiledGrammar, "root", "root walk"),
+                    (compiler.CompiledGrammar, "_walk", "child walk"),
+                    (compiler.CompiledGrammar, "_fill", "mask fill"),
+                    (compiler.CompiledGrammar, "ctx", "context look-up"),
+                    (compiler.CompiledGrammar, "allowed_bits", "parser queries"),
+                    (compiler.CompiledGrammar, "feed", "parser queries"),
+                    (compiler.CompiledGrammar, "_ok_entry", "parser queries")])
     if args.fine:
         from gad.engine import kernels
-        for owner, name, label in [(lexer.TerminalAutomaton, "byte_tables", "build: byte tables"),
-                                   (lexer, "_joint_classes", "build: joint classes"),
-                                   (kernels, "explore_product", "build: product kernel"),
-                                   (lexer.LexerDFA, "_compiled_forks", "build: forks"),
-                                   (kernels, "product_reach", "build: reach"),
-                                   (lexer.LexerDFA, "_finish", "build: finish"),
-                                   (lexer.LexerDFA, "_build_literal", "build: one literal"),
-                                   (lexer.LexerDFA, "_explore_states", "build: Python builder"),
-                                   (compiler.CompiledGrammar, "_level_walk", "root: trie walk"),
-                                   (compiler.CompiledGrammar, "_trie_walk", "root: trie search"),
-                                   (compiler.CompiledGrammar, "_derived_root_walk", "root: derived"),
-                                   (compiler.CompiledGrammar, "_term_walk", "root: translated"),
-                                   (compiler.CompiledGrammar, "_keep_term_walk", "root: translated"),
-                                   (compiler.CompiledGrammar, "_uniform_walk", "root: uniform"),
-                                   (compiler.CompiledGrammar, "_projection", "root: projection")]:
-            timer.wrap(owner, name, label)
+        timer.wrap_all([(lexer.TerminalAutomaton, "byte_tables", "build: byte tables"),
+                        (lexer, "_joint_classes", "build: joint classes"),
+                        (kernels, "explore_product", "build: product kernel"),
+                        (lexer.LexerDFA, "_compiled_forks", "build: forks"),
+                        (kernels, "product_reach", "build: reach"),
+                        (lexer.LexerDFA, "_finish", "build: finish"),
+                        (lexer.LexerDFA, "_build_literal", "build: one literal"),
+                        (lexer.LexerDFA, "_explore_states", "build: Python builder"),
+                        (compiler.CompiledGrammar, "_level_walk", "root: trie walk"),
+                        (compiler.CompiledGrammar, "_trie_walk", "root: trie search"),
+                        (compiler.CompiledGrammar, "_derived_root_walk", "root: derived"),
+                        (compiler.CompiledGrammar, "_term_walk", "root: translated"),
+                        (compiler.CompiledGrammar, "_keep_term_walk", "root: translated"),
+                        (compiler.CompiledGrammar, "_uniform_walk", "root: uniform"),
+                        (compiler.CompiledGrammar, "_projection", "root: projection")])
     # the lexer automata the masks build, by kind (a context of one literal is built directly)
     in_mask = [False]
     built = {"one literal": 0, "other": 0}

@@ -44,20 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     from gad.grammar import json_schema, lalr_table, loader
 
     timer = PartTimer()
-    for owner, name, label in [(json_schema, "convert", "conversion"),
-                               (loader, "compile_plain", "plain-BNF reading"),
-                               (lalr_table, "lalr_table", "LALR(1) table"),
-                               (lark.parser_frontends, "create_contextual_lexer", "Lark's contextual lexer"),
-                               (lark.Lark, "__init__", "rest of Lark"),
-                               (loader, "validate_terminals", "terminal and scanner checks"),
-                               (loader.Grammar, "_check_terminals", "terminal and scanner checks"),
-                               (loader.Grammar, "_check_scanners", "terminal and scanner checks"),
-                               (loader.Grammar, "_check_nonempty", "non-empty check"),
-                               (lexer.TerminalAutomaton, "build", "terminal automata"),
-                               (compiler.CompiledGrammar, "__init__", "compiled grammar set-up"),
-                               (lexer.LexerDFA, "__init__", "lexer automaton builds"),
-                               (compiler.CompiledGrammar, "mask_for", "rest of the first mask")]:
-        timer.wrap(owner, name, label)
+    timer.wrap_all([(json_schema, "convert", "conversion"),
+                    (loader, "compile_plain", "plain-BNF reading"),
+                    (lalr_table, "lalr_table", "LALR(1) table"),
+                    (lark.parser_frontends, "create_contextual_lexer", "Lark's contextual lexer"),
+                    (lark.Lark, "__init__", "rest of Lark"),
+                    (loader, "validate_terminals", "terminal and scanner checks"),
+                    (loader.Grammar, "_check_terminals", "terminal and scanner checks"),
+                    (loader.Grammar, "_check_scanners", "terminal and scanner checks"),
+                    (loader.Grammar, "_check_nonempty", "non-empty check"),
+                    (lexer.TerminalAutomaton, "build", "terminal automata"),
+                    (compiler.CompiledGrammar, "__init__", "compiled grammar set-up"),
+                    (lexer.LexerDFA, "__init__", "lexer automaton builds"),
+                    (compiler.CompiledGrammar, "mask_for", "rest of the first mask")])
     gc.collect()
     gc.freeze()
     rows: list[tuple[float, dict[str, float]]] = []
