@@ -9,7 +9,8 @@ the ok states ``_ok_entry``, ``feed``) and Python's cyclic collector by generati
 its own (nested parts subtracted).  Prints, for the masks over each threshold, how many there are,
 their total time and each part's share, then the p99 left with each part taken out of every mask's
 time (what the p99 owes to that part; the shares weigh a few very slow masks more).  The timers add a few µs per call: read the shares, not the
-totals, and compare the totals with ``bench_schema.py``'s only roughly.
+totals, and compare the totals with ``bench_schema.py``'s only roughly.  It ends with the process's
+peak resident memory and what the process-wide store of shared lexer automata holds.
 
 With ``--fine`` the builds are split further (each terminal's byte tables, the joint classes, the
 compiled product's kernel, its forks, its reachable winners, the arrays ``_finish`` makes, the direct
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import sys
 import time
 import warnings
@@ -199,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {thr:,.0f} µs | {len(sel):,} | {total:.2f} | " + " | ".join(f"{share[k]:.0%}" for k in labels) + " |")
     # a rank statistic: a few very slow masks weigh in the shares above but not in the p99; this is
     # the p99 each part leaves behind (every mask's time less that part's)
+    from gad.engine import compiler as _compiler
+
+    print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB; "
+          f"shared lexer automata kept: {len(_compiler._SHARED_DFAS):,} "
+          f"({_compiler._SHARED_BYTES[0] / 2**20:.0f} MB counted)")
     print("p99 without each part (µs): " + ", ".join(
         f"{k} {1e6 * np.percentile([dt - p.get(k, 0.0) for dt, p in masks], 99):,.0f}" for k in labels))
     return 0
