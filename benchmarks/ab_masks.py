@@ -4,8 +4,9 @@ On a shared machine the load moves between runs by more than most changes move t
 runs of ``bench_masks.py`` or ``bench_schema.py`` compare badly.  This loads the earlier commit's
 ``gad`` package as ``gad_ab_old`` (``git archive`` of its ``gad/`` folder, the package's own imports
 renamed) beside the checkout's ``gad`` and times both on the same documents, alternating which goes
-first per document (per schema), so that both see the same moments of load.  Times are per ``mask()``
-call, in µs, as thread CPU time for the grammars (a descheduled thread is not charged) and wall time
+first per document (per schema), so that both see the same moments of load.  Times are per mask, in
+µs (``Matcher.mask()`` for the grammars; for MaskBench, as ``bench_schema.py``, the mask written into
+a packed int32 bitmask by ``fill_next_token_bitmask`` where the package has it, else ``mask_view()``), as thread CPU time for the grammars (a descheduled thread is not charged) and wall time
 for MaskBench (as ``bench_schema.py``).
 
     python benchmarks/ab_masks.py --old 2c82279 --bench sql      # Spider dev queries, sql.lark
@@ -109,6 +110,17 @@ def bench_grammar(kind: str, pkgs: dict[str, Any], tok: Any) -> None:
             print(f"{kind} {mode:5s} {who:3s}  {summary(ns[who])}")
 
 
+def schema_mask_call(pkg: Any, vocab: Any) -> Any:
+    """The per-mask call ``bench_schema.py`` times for ``pkg``'s matchers: the mask written into a
+    preallocated ``(1, words)`` int32 bitmask (as the peers do) where its Matcher has
+    ``fill_next_token_bitmask``, else the read-only bool ``mask_view()`` (older commits)."""
+    matcher_cls = importlib.import_module(pkg.__name__ + ".engine.matcher").Matcher
+    if hasattr(matcher_cls, "fill_next_token_bitmask"):
+        bitmask = np.zeros((1, -(-vocab.size // 32)), dtype=np.int32)
+        return lambda m: m.fill_next_token_bitmask(bitmask, 0)
+    return matcher_cls.mask_view
+
+
 def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
     """Print each package's per-mask wall times (µs) and times to first mask (ms) on every ``step``-th
     MaskBench file of ``data`` (valid instances, at most 4 tests a file), alternating per schema."""
@@ -121,7 +133,7 @@ def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
         vocab = importlib.import_module(pkg.__name__ + ".engine.vocab").Vocabulary.from_tokenizer(tok)
         grammar_cls = importlib.import_module(pkg.__name__ + ".grammar").Grammar
         pkg.compile(grammar_cls.from_regex("[a-z]{1,8}"), vocab, cache_dir=False).matcher().mask_view()
-        engines[who] = (pkg, grammar_cls, vocab)
+        engines[who] = (pkg, grammar_cls, vocab, schema_mask_call(pkg, vocab))
     gc.collect()
     gc.freeze()  # as bench_schema.py: the start-up heap out of the collector's way
     files = sorted(data.glob("*.json"))[::step]
@@ -138,7 +150,7 @@ def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
             continue
         toks = [tok.encode(sg.dumps(t["data"]), add_special_tokens=False) for t in d["tests"][:4] if t["valid"]]
         for who in (list(pkgs) if i % 2 == 0 else list(pkgs)[::-1]):
-            pkg, grammar_cls, vocab = engines[who]
+            pkg, grammar_cls, vocab, mask = engines[who]
             t0 = clock()
             try:
                 cg = pkg.compile(grammar_cls.from_json_schema(d["schema"]), vocab, cache_dir=False, warm=None)
@@ -150,7 +162,7 @@ def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
                 m = cg.matcher()
                 for t in ids:
                     a = clock()
-                    m.mask_view()
+                    mask(m)
                     per_mask[who].append((clock() - a) * 1e6)
                     if not m.accept_token(t):
                         break

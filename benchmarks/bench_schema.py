@@ -64,12 +64,14 @@ class GadEngine:
         kernels.load()
         m = gad.compile(Grammar.from_regex("[a-z]{1,8}"), self.vocab, cache_dir=False).matcher()
         m.mask_view()
+        # the mask goes into a packed int32 bitmask, as the peers' masks do (their allocate_token_bitmask)
+        self.bm = np.zeros((1, -(-self.vocab.size // 32)), dtype=np.int32)
 
     def start(self, schema: Any) -> Any:
         g = self.Grammar.from_json_schema(schema)
         cg = self.gad.compile(g, self.vocab, cache_dir=False, warm=self.warm)
         m = cg.matcher()
-        m.mask_view()
+        m.fill_next_token_bitmask(self.bm, 0)
         return m
 
     def fresh(self, handle: Any) -> Any:
@@ -77,7 +79,8 @@ class GadEngine:
         return m
 
     def mask(self, m: Any) -> np.ndarray:
-        return m.mask_view()
+        m.fill_next_token_bitmask(self.bm, 0)
+        return self.bm
 
     def accept(self, m: Any, t: int) -> bool:
         return m.accept_token(t)

@@ -85,6 +85,20 @@ def _encode_within(tokenizer: object, data: bytes, vocab) -> list[int]:
     return out
 
 
+def _as_array(bitmask: object) -> np.ndarray:
+    """``bitmask`` as a numpy array sharing its memory (a CPU torch tensor through ``.numpy()``)."""
+    if isinstance(bitmask, np.ndarray):
+        return bitmask
+    to_numpy = getattr(bitmask, "numpy", None)
+    try:
+        arr = to_numpy() if to_numpy is not None else None
+    except (RuntimeError, TypeError) as e:  # a tensor on an accelerator, or one that needs grad
+        raise InvalidArgumentError(f"bitmask must be on the CPU: {e}") from None
+    if not isinstance(arr, np.ndarray):
+        raise InvalidArgumentError(f"bitmask must be a numpy array or a CPU torch tensor, got {type(bitmask).__name__}")
+    return arr
+
+
 def _born(compiled: object) -> None:
     born = getattr(compiled, "_matcher_born", None)
     if born is not None:
@@ -123,7 +137,8 @@ class Matcher:
         if self._finished:
             return np.zeros(self.compiled.vocab_size, dtype=bool)
         stack, d = self._states[-1]
-        return self.compiled.mask_for(stack, d).copy()
+        bits = self.compiled.mask_bits(stack, d)
+        return np.unpackbits(bits, count=self.compiled.vocab_size, bitorder="little").view(bool)
 
     def mask_view(self) -> np.ndarray:
         """Like :meth:`mask` but returns the cached read-only array (no copy): do not modify."""
@@ -131,6 +146,42 @@ class Matcher:
             return np.zeros(self.compiled.vocab_size, dtype=bool)
         stack, d = self._states[-1]
         return self.compiled.mask_for(stack, d)
+
+    def mask_bits(self) -> np.ndarray:
+        """The mask packed: ``(4 * ceil(vocab / 32),)`` uint8, read-only (the cached array: do not
+        modify); token ``i`` allowed iff bit ``i % 8`` of byte ``i // 8`` is set.  Read as little-endian
+        int32 it is the bitmask layout of xgrammar, llguidance and vLLM (:meth:`fill_next_token_bitmask`).
+        All zero once EOS has been accepted."""
+        if self._finished:
+            return np.zeros(4 * -(-self.compiled.vocab_size // 32), dtype=np.uint8)
+        stack, d = self._states[-1]
+        return self.compiled.mask_bits(stack, d)
+
+    def fill_next_token_bitmask(self, bitmask: object, index: int = 0) -> None:
+        """Write the mask into row ``index`` of ``bitmask``, a ``(batch, ceil(vocab / 32))`` int32 array
+        (numpy, or a CPU torch tensor: xgrammar's ``allocate_token_bitmask`` layout, which vLLM's
+        ``apply_grammar_bitmask`` reads): bit ``i % 32`` of word ``i // 32`` set iff token ``i`` is
+        allowed.  Words past the vocabulary's are set to 0.
+
+        Raises:
+            InvalidArgumentError: ``bitmask`` is not a 2-D int32 array on the CPU, has fewer than
+                ``ceil(vocab / 32)`` columns, or ``index`` is not one of its rows.
+        """
+        arr = bitmask if type(bitmask) is np.ndarray else _as_array(bitmask)
+        if arr.ndim != 2 or arr.dtype != np.int32:
+            raise InvalidArgumentError("bitmask must be a (batch, words) int32 array or CPU tensor, got "
+                                       f"{getattr(bitmask, 'dtype', type(bitmask).__name__)} "
+                                       f"{tuple(getattr(bitmask, 'shape', ()))}")
+        row = index if type(index) is int else _as_index(index, "index")
+        words = -(-self.compiled.vocab_size // 32)
+        if arr.shape[1] < words:
+            raise InvalidArgumentError(f"bitmask has {arr.shape[1]} words per row; the vocabulary "
+                                       f"({self.compiled.vocab_size} tokens) needs {words}")
+        if not -arr.shape[0] <= row < arr.shape[0]:
+            raise InvalidArgumentError(f"index {row} is outside the bitmask's {arr.shape[0]} rows")
+        out = arr[row]
+        out[:words] = self.mask_bits().view("<i4")
+        out[words:] = 0
 
     def is_accepting(self) -> bool:
         """True iff the text decoded so far is a sentence of the grammar (EOS would be allowed)."""
