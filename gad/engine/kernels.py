@@ -20,6 +20,7 @@ cached by numba beside this file (or in numba's user cache folder), like Python'
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -676,6 +677,42 @@ def _slots_for(cap: int) -> int:
     return 1 << (2 * cap - 1).bit_length()
 
 
+class _ProductScratch:
+    """The compiled product's working buffers, kept resident per thread (:func:`explore_product`).
+
+    A build writes its states into a table of ``cap`` rows that it then copies out; made afresh per
+    build, those pages were new to the process each time (a build of 840 states took ~500 page faults,
+    2-5 µs each on the project's VM: most of its time in a MaskBench run).  Kept here, only the copy
+    out touches new memory.  Grown with the largest build up to :data:`SCRATCH_MAX_ROWS` rows (larger
+    builds grow buffers of their own)."""
+
+    def __init__(self) -> None:
+        self.cap = 0
+        self.adopt(*_product_buffers(512, KEY_WIDTH_MAX))
+
+    def adopt(self, cap: int, flat: np.ndarray, table: np.ndarray, n_live: np.ndarray, slots: np.ndarray) -> None:
+        self.cap, self.flat, self.table, self.n_live, self.slots = cap, flat, table, n_live, slots
+
+
+def _product_buffers(cap: int, width: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Buffers for ``cap`` states with key rows of up to ``width``: ``(cap, flat keys (cap * width,),
+    table (cap, 256), n_live (cap,), hash slots)``, all int32 and unwritten."""
+    return (cap, np.empty(cap * width, dtype=np.int32), np.empty((cap, 256), dtype=np.int32),
+            np.empty(cap, dtype=np.int32), np.empty(_slots_for(cap), dtype=np.int32))
+
+
+KEY_WIDTH_MAX = 64  # key row width (terminals + 2) the scratch holds: the compiled build takes <= 62 terminals
+SCRATCH_MAX_ROWS = 2048  # (a 2 MB table)
+_SCRATCH = threading.local()
+
+
+def _product_scratch() -> _ProductScratch:
+    s = getattr(_SCRATCH, "buf", None)
+    if s is None:
+        s = _SCRATCH.buf = _ProductScratch()
+    return s
+
+
 def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
                     no_cut: np.ndarray, pend: np.ndarray, lead_code: np.ndarray, cls_of: np.ndarray,
                     start: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -698,17 +735,19 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     far; partial-character code) and the ``(n, 256)`` int32 transition table; None when the automaton
     needs more than ``max_states`` states."""
     n_terms = off.size
-    cap = 512  # (grown 4x when full; rows are written as states are found: no initial values needed)
-    keys = np.empty((cap, n_terms + 2), dtype=np.int32)
-    table = np.empty((cap, 256), dtype=np.int32)
+    width = n_terms + 2
+    scratch = _product_scratch() if width <= KEY_WIDTH_MAX else None
+    # (grown 4x when full; rows are written as states are found: no initial values needed)
+    cap, flat, table, n_live, slots = (scratch.cap, scratch.flat, scratch.table, scratch.n_live, scratch.slots) \
+        if scratch is not None else _product_buffers(512, width)
+    keys = flat[: cap * width].reshape(cap, width)
     keys[0] = -1  # (the dead state: never looked up)
     table[0] = 0
     keys[1, :n_terms] = start
     keys[1, n_terms] = -1
     keys[1, n_terms + 1] = 0
-    n_live = np.empty(cap, dtype=np.int32)  # per state, its live terminal states
-    n_live[1] = int((start >= 0).sum())
-    slots = np.full(_slots_for(cap), -1, dtype=np.int32)
+    n_live[1] = int((start >= 0).sum())  # n_live: per state, its live terminal states
+    slots.fill(-1)
     _rehash(keys, 2, slots)
     cnt = np.array([2], dtype=np.int64)
     i = 1
@@ -720,15 +759,19 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
             return None
         if i >= n:
             break
-        cap *= 4  # (the rows found so far copied over; the rest is written as states are found)
-        keys, old_keys = np.empty((cap, n_terms + 2), dtype=np.int32), keys
-        n_live, old_live = np.empty(cap, dtype=np.int32), n_live
-        n_live[:n] = old_live[:n]
+        # (the rows found so far copied over; the rest is written as states are found)
+        grown = _product_buffers(cap * 4, KEY_WIDTH_MAX if scratch is not None else width)
+        cap, flat = grown[0], grown[1]
+        old_keys, old_table, old_live = keys, table, n_live
+        keys = flat[: cap * width].reshape(cap, width)
+        table, n_live, slots = grown[2], grown[3], grown[4]
         keys[:n] = old_keys[:n]
-        table, old_table = np.empty((cap, 256), dtype=np.int32), table
         table[:n] = old_table[:n]
-        slots = np.full(_slots_for(cap), -1, dtype=np.int32)
+        n_live[:n] = old_live[:n]
+        slots.fill(-1)
         _rehash(keys, n, slots)
+        if scratch is not None and cap <= SCRATCH_MAX_ROWS:
+            scratch.adopt(*grown)
     return keys[:n].copy(), table[:n].copy()
 
 

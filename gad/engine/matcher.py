@@ -143,7 +143,9 @@ class Matcher:
     def mask_view(self) -> np.ndarray:
         """Like :meth:`mask` but returns the cached read-only array (no copy): do not modify."""
         if self._finished:
-            return np.zeros(self.compiled.vocab_size, dtype=bool)
+            none = np.zeros(self.compiled.vocab_size, dtype=bool)
+            none.setflags(write=False)
+            return none
         stack, d = self._states[-1]
         return self.compiled.mask_for(stack, d)
 
@@ -153,7 +155,9 @@ class Matcher:
         int32 it is the bitmask layout of xgrammar, llguidance and vLLM (:meth:`fill_next_token_bitmask`).
         All zero once EOS has been accepted."""
         if self._finished:
-            return np.zeros(4 * -(-self.compiled.vocab_size // 32), dtype=np.uint8)
+            none = np.zeros(4 * -(-self.compiled.vocab_size // 32), dtype=np.uint8)
+            none.setflags(write=False)
+            return none
         stack, d = self._states[-1]
         return self.compiled.mask_bits(stack, d)
 

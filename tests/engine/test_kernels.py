@@ -110,3 +110,64 @@ def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool,
     kernels.fill_by_state(m, ok, states, starts, toks)
     want[7] = True
     assert np.array_equal(m, want)
+
+
+# a context of ~900 states (a bounded string beside a word pattern) and a small one: the compiled
+# product's resident scratch (kernels._ProductScratch) grows past its first 512 rows on the first
+_BIG = r"""
+start: S | W
+S: /"[a-z0-9 ]{0,900}"/
+W: "x" /[a-z]{3,40}/ "y"
+"""
+_SMALL = r"""
+start: "(" N ("," N)* ")"
+N: /-?[0-9]{1,3}/
+"""
+
+
+def _product_calls(text: str, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The arguments of every compiled product build that compiling ``text``'s contexts makes."""
+    import lark
+
+    from gad.engine.compiler import CompiledGrammar
+    from gad.engine.vocab import Vocabulary
+
+    calls: list[tuple] = []
+    real = kernels.explore_product
+
+    def record(*args: object) -> object:
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "explore_product", record)
+    cg = CompiledGrammar(lark.Lark(text, parser="lalr", lexer="contextual"), Vocabulary.from_strings(["a", "("]))
+    for c in range(len(cg._ctx_specs)):
+        cg.ctx(c)
+    monkeypatch.setattr(kernels, "explore_product", real)
+    return calls
+
+
+@pytest.mark.skipif(not kernels.ENABLED, reason="the compiled product needs numba")
+def test_the_product_scratch_serves_builds_of_any_size_in_any_order_and_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    calls = _product_calls(_BIG, monkeypatch) + _product_calls(_SMALL, monkeypatch)
+
+    def fresh(args: tuple) -> tuple[np.ndarray, np.ndarray]:  # on a new thread-local scratch of 512 rows
+        monkeypatch.setattr(kernels, "_SCRATCH", threading.local())
+        return kernels.explore_product(*args)
+
+    want = [fresh(a) for a in calls]
+    assert max(t.shape[0] for _, t in want) > 512 and min(t.shape[0] for _, t in want) < 64
+    monkeypatch.setattr(kernels, "_SCRATCH", threading.local())
+    order = list(range(len(calls))) * 2 + list(range(len(calls)))[::-1]  # small after big after small
+    for i in order:  # reused: stale rows, keys or hash slots of the last build must not leak in
+        keys, table = kernels.explore_product(*calls[i])
+        assert np.array_equal(keys, want[i][0]) and np.array_equal(table, want[i][1])
+    assert kernels._SCRATCH.buf.cap == 2048  # grown past 512 rows, then kept
+    got: list[bool] = []
+    th = threading.Thread(target=lambda: got.append(all(
+        np.array_equal(kernels.explore_product(*calls[i])[1], want[i][1]) for i in order)))
+    th.start()
+    th.join()
+    assert got == [True]
