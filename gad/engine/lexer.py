@@ -560,17 +560,19 @@ def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, str], b
 
 
 class _TableRows(dict):
-    """``view[s]``: row ``s`` of an automaton's table as a tuple of ints, made on first read (its rows
-    never change once built; states added later are read from the table as it is then).  A tuple, not
-    a list: Python's collector stops following a tuple of ints after one pass, but visits a list's 256
-    slots at every full collection (rows of every automaton alive: most of a full pass's time)."""
+    """``view[s]``: row ``s`` of an automaton's table, read as ``view[s][b]`` (a Python int), made on
+    first read and kept (its rows never change once built; states added later are read from the table
+    as it is then).  A row is a memoryview of the table's row, not a copy: a tuple of its 256 ints
+    took ~4 µs and 2 KB of new memory per row (~25 MB and ~30k rows in a step-16 MaskBench run, most of
+    them read by one token's step), a view ~0.5 µs and no copy, for ~30 ns more per read.  (A list
+    would also cost every full collection a visit of its 256 slots; a view is one object.)"""
 
     def __init__(self, dfa: LexerDFA) -> None:
         super().__init__()
         self.dfa = dfa
 
-    def __missing__(self, s: int) -> tuple[int, ...]:
-        r = self[s] = tuple(self.dfa.table[s].tolist())
+    def __missing__(self, s: int) -> memoryview:
+        r = self[s] = memoryview(self.dfa.table[s])
         return r
 
 
@@ -1374,6 +1376,8 @@ class LexerDFA:
             src = np.repeat(np.arange(max(old, START) - old, n - old), self._new_n)
             new_rows[np.repeat(src, cnt), np.concatenate(at)] = np.repeat(np.asarray(self._new_dst, dtype=np.int32), cnt)
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
+        if old:
+            self.__dict__.pop("_row_view", None)  # (its rows view the old table: made anew from this one)
         # the same table plus a sink state (index n): the dead state moves to the sink, so that a
         # vectorised walk keeps dead tokens out of every later fork
         sink_rows = np.empty((n + 1, 256), dtype=np.int32)

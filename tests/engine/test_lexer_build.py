@@ -355,3 +355,26 @@ def test_a_literal_context_builds_the_product_automaton(builder: str, text: str,
             assert a.dtype == b.dtype and np.array_equal(a, b), name
         for name in ("forks", "fork_list", "reach", "reach_values", "n_states", "_keys", "rows", "compiled_build"):
             assert getattr(fast, name) == getattr(product, name), name
+
+
+def test_row_views_read_the_table_before_and_after_the_automaton_grows(builder: str) -> None:
+    # rows read one state at a time (LexerDFA.row_view: views of the table's rows, made on first read)
+    # give the table's moves, and after start states under a guard grow the table, every state's (old
+    # and new) from the grown table, none kept on the old one
+    text, alphabet = _GRAMMARS["guards"]
+    grew = 0
+    for dfa in _contexts(_compiled(text, alphabet)):
+        rows = dfa.row_view()
+        assert [list(rows[s]) for s in range(dfa.n_states)] == dfa.table.tolist()
+        n = dfa.n_states
+        for g in sorted({g for _, g in dfa.forks if g}, key=repr):
+            dfa.start_for(g)
+        if dfa.n_states == n:
+            continue
+        grew += 1
+        rows = dfa.row_view()
+        assert [list(rows[s]) for s in range(dfa.n_states)] == dfa.table.tolist()
+        views = [rows[s] for s in range(dfa.n_states) if isinstance(rows[s], memoryview)]
+        assert all(v.obj.base is dfa.table for v in views)
+        assert bool(views) == (builder == "compiled")  # (the Python builder makes its rows as tuples)
+    assert grew
