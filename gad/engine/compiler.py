@@ -975,8 +975,7 @@ class CompiledGrammar:
                 node.dense_only()
             return node
         lv = tr.levels(self.vocab.tokens)
-        flat, fork_id = dfa.flat_sink, dfa.fork_id
-        sink = dfa.n_states
+        flat, fork_id = dfa.flat_table, dfa.fork_id
         st = np.empty(lv.n_nodes + 1, dtype=np.int32)  # each node's state (the last entry: scratch)
         b_i: list[np.ndarray] = []
         b_p: list[int] = []
@@ -1008,18 +1007,18 @@ class CompiledGrammar:
             at = hi
         groups = self._groups(dfa, tr.ids_np, b_i, b_p, b_w)
         st[lv.n_nodes] = DEAD
-        ends = st.take(lv.id_node)  # (content,) by token id: end state, DEAD or the sink
+        ends = st.take(lv.id_node)  # (content,) by token id: end state or DEAD
         if lv.long_ids:
             starts = st.take(lv.long_node)
-            live = np.flatnonzero((starts != sink) & (starts != DEAD)).tolist()
+            live = np.flatnonzero(starts != DEAD).tolist()
             if live:
                 ids = [lv.long_ids[i] for i in live]
                 rest_t, rest_s, rest_g = self._walk_scalar(dfa, starts[live].tolist(), ids, [lv.depth] * len(ids),
                                                            [lv.run_from[i] for i in live])
                 ends[np.searchsorted(lv.ids_sorted, rest_t)] = rest_s
                 _add_groups(groups, rest_g, tr.ids_np.dtype)
-        # the tokens ending inside the lexeme (state neither DEAD = 0 nor the sink), sorted by id
-        keep = np.flatnonzero((ends - 1).view(np.uint32) < np.uint32(sink - 1))
+        # the tokens ending inside the lexeme (state not DEAD), sorted by id
+        keep = np.flatnonzero(ends != DEAD)
         return WalkNode(lv.ids_sorted[keep], ends[keep], groups, {})
 
     def _trie(self) -> _VocabTrie:
@@ -2051,7 +2050,7 @@ def _shared_dfa(terms: list[TerminalAutomaton], ignore: list[bool], unless: dict
     dfa.serial = next(_DFA_SERIAL)
     _SHARED_DFAS[key] = dfa
     dfa.shared_key = key
-    _shared_grew(dfa, dfa.table.nbytes + dfa.flat_sink.nbytes + dfa.fork_ok.nbytes)
+    _shared_grew(dfa, dfa.table.nbytes + dfa.fork_ok.nbytes)
     return dfa
 
 

@@ -174,7 +174,7 @@ class TrieNodes:
 
 
 @_jit
-def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int, sink: int,
+def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int,
                live: np.ndarray, byte: np.ndarray, parent: np.ndarray, node_fb: np.ndarray,
                ids: np.ndarray, pos_fb: np.ndarray, tok_node: np.ndarray, cont: np.ndarray, cont_fb: np.ndarray,
                cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, cols: np.ndarray, st: np.ndarray,
@@ -189,13 +189,13 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
             for i in range(node_fb[k, b], node_fb[k, b + 1]):
                 p = parent[i]
                 s0 = d if p < 0 else st[p]
-                st[i] = flat[(s0 << 8) | byte[i]]  # the dead state moves to the sink, the sink stays
+                st[i] = flat[(s0 << 8) | byte[i]]  # (the dead state's row is all 0: it stays dead)
     ne = 0
     if dense.size > 1:
         for b in live:
             for a in range(pos_fb[b], pos_fb[b + 1]):
                 s = st[tok_node[ids[a]]]
-                dense[ids[a]] = s if s != sink else 0
+                dense[ids[a]] = s
         for t in range(dense.size):
             v = dense[t]
             seen[v] = True
@@ -206,7 +206,7 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
         for b in live:
             for a in range(pos_fb[b], pos_fb[b + 1]):
                 s = st[tok_node[ids[a]]]
-                if s != sink and s != 0:
+                if s != 0:
                     seen[s] = True
                     out_t[ne] = ids[a]
                     out_s[ne] = s
@@ -221,7 +221,7 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
         for b in live:
             for j in range(cont_fb[k, b], cont_fb[k, b + 1]):
                 s = st[cont[j]]
-                if s == sink:
+                if s == 0:
                     continue
                 f = fork_id[s]
                 if f >= 0:
@@ -296,7 +296,7 @@ def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
     n_live = int(nodes.pos_fb[live + 1].sum() - nodes.pos_fb[live].sum())  # tokens starting with one
     dense = np.zeros(nodes.tok_node.size if n_live > dense_over else 1, dtype=np.int32)
     seen = np.zeros(dfa.n_states + 1, dtype=bool)
-    ne, ng = _trie_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, dfa.n_states, live, nodes.byte,
+    ne, ng = _trie_walk(dfa.flat_table, dfa.fork_id, dfa.fork_ok, d, live, nodes.byte,
                         nodes.parent, nodes.node_fb, nodes.ids, nodes.pos_fb, nodes.tok_node, nodes.cont,
                         nodes.cont_fb, nodes.cont_depth, nodes.mid, nodes.hi, nodes.cols, st, dense, out_t, out_s,
                         seen, gf, gt, go)
@@ -322,7 +322,7 @@ def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.nda
         gf = np.empty(cap, dtype=np.int32)
         gt = np.empty(cap, dtype=np.int32)
         go = np.empty(cap, dtype=np.int32)
-        ne, ng = _token_walk(dfa.flat_sink, dfa.fork_id, dfa.fork_ok, d, mat, lens, tok32, off32,
+        ne, ng = _token_walk(dfa.flat_table, dfa.fork_id, dfa.fork_ok, d, mat, lens, tok32, off32,
                              out_t, out_s, gf, gt, go)
         if ng >= 0:
             break
@@ -997,7 +997,7 @@ def load() -> None:
     cols = np.zeros((2, 1), dtype=np.uint8)
     _bfs_nodes(np.ones(1, dtype=np.int64), i64, cols, 1, 1)
     fb = np.zeros((2, 257), dtype=np.int64)
-    _trie_walk(flat, i32, ok, 1, 1, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.uint8),
+    _trie_walk(flat, i32, ok, 1, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.uint8),
                np.full(1, -1, dtype=np.int64), fb, i32, np.zeros(257, dtype=np.int64), i64, i64, fb, i32, i32,
                i32, cols, np.zeros(2, dtype=np.int32), i32.copy(), i32.copy(), i32.copy(), np.zeros(2, dtype=bool),
                i32.copy(), i32.copy(), i32.copy())

@@ -610,7 +610,7 @@ class LexerDFA:
         ignore: bool per terminal: an ``%ignore`` terminal (its lexemes are dropped).
         table: ``(n_states, 256)`` int32 transition table; state 0 is dead, 1 the empty lexeme with
             no guard; :meth:`start_for` adds the empty lexeme under a guard (states grow on demand).
-        fork_id: ``(n_states + 1,)`` int32 index into ``forks`` or -1 (the extra entry: the sink).
+        fork_id: ``(n_states + 1,)`` int32 index into ``forks`` or -1 (the extra entry: -1).
         fork_ok_byte: per fork, ``(256,)`` bool: the bytes after which its guard has not fired (a
             lexeme closed there may be followed by them); ``fork_ok``: the same as one
             ``(n_forks, 256)`` bool matrix.
@@ -1133,6 +1133,15 @@ class LexerDFA:
         self.__dict__[name] = r
         return r
 
+    @property
+    def flat_table(self) -> np.ndarray:
+        """:attr:`table` as one ``(n_states * 256,)`` int32 array (a view): state ``s``'s move on byte ``b``
+        at ``(s << 8) | b``, as the compiled walks read it.  The dead state's row is all 0, so a walk that
+        steps on from it stays dead.  (Until session 17 the walks read a second copy of the table with a
+        sink state past the last one; the dead state absorbs as well, and the copy doubled what each
+        automaton kept.)"""
+        return self.table.reshape(-1)
+
     def row_view(self) -> Any:
         """The rows as :attr:`rows` reads them (``view[s][b]``, the next state of ``s`` on byte ``b``):
         :attr:`rows` when made, else each state's row made from the table when first read and kept (a
@@ -1378,13 +1387,6 @@ class LexerDFA:
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         if old:
             self.__dict__.pop("_row_view", None)  # (its rows view the old table: made anew from this one)
-        # the same table plus a sink state (index n): the dead state moves to the sink, so that a
-        # vectorised walk keeps dead tokens out of every later fork
-        sink_rows = np.empty((n + 1, 256), dtype=np.int32)
-        sink_rows[:n] = self.table
-        sink_rows[n] = n
-        sink_rows[DEAD, :] = n
-        self.flat_sink = sink_rows.ravel()
         self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
         self.fork_list = self._fork_list
         have = self.fork_ok.shape[0] if old else 0

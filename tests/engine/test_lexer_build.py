@@ -105,9 +105,9 @@ def _assert_matches_reference(dfa: LexerDFA, seeds: list[tuple]) -> None:
     assert dfa.rows == rows
     table = np.asarray(rows, dtype=np.int32)
     assert dfa.table.dtype == np.int32 and np.array_equal(dfa.table, table)
-    sink = np.vstack([table, np.full((1, 256), n, dtype=np.int32)])
-    sink[DEAD] = n
-    assert np.array_equal(dfa.flat_sink, sink.ravel())
+    # the compiled walks' flat view: the dead state's row all 0 (it absorbs)
+    assert not table[DEAD].any() and np.array_equal(dfa.flat_table, table.ravel())
+    assert np.shares_memory(dfa.flat_table, dfa.table)
     # forks: one per distinct (winner, guard), numbered in order of the states that have them
     forks: list = []
     fork_of = [-1]
@@ -283,7 +283,7 @@ def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) 
         grew += loaded.n_states > n
         assert loaded.n_states == fresh.n_states and loaded._keys == fresh._keys
         assert loaded.rows == fresh.rows and loaded.forks == fresh.forks and loaded.reach == fresh.reach
-        assert np.array_equal(loaded.table, fresh.table) and np.array_equal(loaded.flat_sink, fresh.flat_sink)
+        assert np.array_equal(loaded.table, fresh.table) and np.array_equal(loaded.flat_table, fresh.flat_table)
         assert np.array_equal(loaded.is_start, fresh.is_start) and np.array_equal(loaded.reach_group, fresh.reach_group)
         assert all(np.array_equal(a, b) for a, b in zip(loaded.fork_ok_byte, fresh.fork_ok_byte))
     assert grew  # some automaton added start states after the round trip
@@ -350,7 +350,7 @@ def test_a_literal_context_builds_the_product_automaton(builder: str, text: str,
         with monkeypatch.context() as mp:  # (undone before hypothesis's next example)
             mp.setattr(LexerDFA, "_single_literal", lambda self: None)
             product = LexerDFA([lit], [False], {}, 1, universe)
-        for name in ("_karr", "table", "flat_sink", "fork_id", "fork_ok", "is_start", "reach_group"):
+        for name in ("_karr", "table", "flat_table", "fork_id", "fork_ok", "is_start", "reach_group"):
             a, b = getattr(fast, name), getattr(product, name)
             assert a.dtype == b.dtype and np.array_equal(a, b), name
         for name in ("forks", "fork_list", "reach", "reach_values", "n_states", "_keys", "rows", "compiled_build"):
