@@ -1551,7 +1551,7 @@ class CompiledGrammar:
         else:
             cid = self.state_ctx[self._stk_state[stack]]
             dfa = self.ctx(cid)
-            pool: list[np.ndarray] = self.__dict__.setdefault("_suffix_bufs", [])
+            pool: list[np.ndarray] = self.__dict__.setdefault("_scratch_bufs", [])
             buf = pool.pop() if pool else np.zeros(self.vocab_size, dtype=bool)  # all False
             try:
                 self._fill(buf, stack, cid, self.root(cid, d))
@@ -1706,7 +1706,7 @@ class CompiledGrammar:
         t = self._truncated_base()
         for q in reversed(top):
             t = self.push(t, q)
-        pool: list[np.ndarray] = self.__dict__.setdefault("_suffix_bufs", [])
+        pool: list[np.ndarray] = self.__dict__.setdefault("_scratch_bufs", [])
         buf = pool.pop() if pool else np.zeros(self.vocab_size, dtype=bool)  # all False: only ``tok`` is set
         try:
             self._fill(buf, t, cid, node)
@@ -2539,7 +2539,7 @@ def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lar
     state["_masks"] = OrderedDict()
     state["_ok_memo"] = {}  # per-state bits, quick to remake (and bytes, which the format does not take)
     state.pop("_suffix_memo", None)  # keyed by walk nodes: remade on use
-    state.pop("_suffix_bufs", None)
+    state.pop("_scratch_bufs", None)
     state.pop("_bool_masks", None)
     encode, _ = _cache_external(lark_obj)
     try:

@@ -155,7 +155,7 @@ class Matcher:
         int32 it is the bitmask layout of xgrammar, llguidance and vLLM (:meth:`fill_next_token_bitmask`).
         All zero once EOS has been accepted."""
         if self._finished:
-            none = np.zeros(4 * -(-self.compiled.vocab_size // 32), dtype=np.uint8)
+            none = np.zeros(self.compiled._mask_nbytes, dtype=np.uint8)
             none.setflags(write=False)
             return none
         stack, d = self._states[-1]
@@ -171,13 +171,13 @@ class Matcher:
             InvalidArgumentError: ``bitmask`` is not a 2-D int32 array on the CPU, has fewer than
                 ``ceil(vocab / 32)`` columns, or ``index`` is not one of its rows.
         """
-        arr = bitmask if type(bitmask) is np.ndarray else _as_array(bitmask)
+        arr = _as_array(bitmask)
         if arr.ndim != 2 or arr.dtype != np.int32:
             raise InvalidArgumentError("bitmask must be a (batch, words) int32 array or CPU tensor, got "
                                        f"{getattr(bitmask, 'dtype', type(bitmask).__name__)} "
                                        f"{tuple(getattr(bitmask, 'shape', ()))}")
         row = index if type(index) is int else _as_index(index, "index")
-        words = -(-self.compiled.vocab_size // 32)
+        words = self.compiled._mask_nbytes // 4
         if arr.shape[1] < words:
             raise InvalidArgumentError(f"bitmask has {arr.shape[1]} words per row; the vocabulary "
                                        f"({self.compiled.vocab_size} tokens) needs {words}")
