@@ -677,23 +677,6 @@ def _slots_for(cap: int) -> int:
     return 1 << (2 * cap - 1).bit_length()
 
 
-class _ProductScratch:
-    """The compiled product's working buffers, kept resident per thread (:func:`explore_product`).
-
-    A build writes its states into a table of ``cap`` rows that it then copies out; made afresh per
-    build, those pages were new to the process each time (a build of 840 states took ~500 page faults,
-    2-5 µs each on the project's VM: most of its time in a MaskBench run).  Kept here, only the copy
-    out touches new memory.  Grown with the largest build up to :data:`SCRATCH_MAX_ROWS` rows (larger
-    builds grow buffers of their own)."""
-
-    def __init__(self) -> None:
-        self.cap = 0
-        self.adopt(*_product_buffers(512, KEY_WIDTH_MAX))
-
-    def adopt(self, cap: int, flat: np.ndarray, table: np.ndarray, n_live: np.ndarray, slots: np.ndarray) -> None:
-        self.cap, self.flat, self.table, self.n_live, self.slots = cap, flat, table, n_live, slots
-
-
 def _product_buffers(cap: int, width: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Buffers for ``cap`` states with key rows of up to ``width``: ``(cap, flat keys (cap * width,),
     table (cap, 256), n_live (cap,), hash slots)``, all int32 and unwritten."""
@@ -706,11 +689,18 @@ SCRATCH_MAX_ROWS = 2048  # (a 2 MB table)
 _SCRATCH = threading.local()
 
 
-def _product_scratch() -> _ProductScratch:
-    s = getattr(_SCRATCH, "buf", None)
-    if s is None:
-        s = _SCRATCH.buf = _ProductScratch()
-    return s
+def _product_scratch() -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled product's working buffers (:func:`_product_buffers`), kept resident per thread.
+
+    A build writes its states into a table of ``cap`` rows that it then copies out; made afresh per
+    build, those pages were new to the process each time (a build of 840 states took ~500 page faults,
+    2-5 µs each on the project's VM: most of its time in a MaskBench run).  Kept here, only the copy
+    out touches new memory.  :func:`explore_product` replaces them with a grown build's up to
+    :data:`SCRATCH_MAX_ROWS` rows (larger builds grow buffers of their own)."""
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = _product_buffers(512, KEY_WIDTH_MAX)
+    return bufs
 
 
 def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.ndarray, n_main: int,
@@ -736,10 +726,9 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
     needs more than ``max_states`` states."""
     n_terms = off.size
     width = n_terms + 2
-    scratch = _product_scratch() if width <= KEY_WIDTH_MAX else None
+    scratch = width <= KEY_WIDTH_MAX  # (the per-thread buffers hold key rows up to that width)
     # (grown 4x when full; rows are written as states are found: no initial values needed)
-    cap, flat, table, n_live, slots = (scratch.cap, scratch.flat, scratch.table, scratch.n_live, scratch.slots) \
-        if scratch is not None else _product_buffers(512, width)
+    cap, flat, table, n_live, slots = _product_scratch() if scratch else _product_buffers(512, width)
     keys = flat[: cap * width].reshape(cap, width)
     keys[0] = -1  # (the dead state: never looked up)
     table[0] = 0
@@ -760,7 +749,7 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
         if i >= n:
             break
         # (the rows found so far copied over; the rest is written as states are found)
-        grown = _product_buffers(cap * 4, KEY_WIDTH_MAX if scratch is not None else width)
+        grown = _product_buffers(cap * 4, KEY_WIDTH_MAX if scratch else width)
         cap, flat = grown[0], grown[1]
         old_keys, old_table, old_live = keys, table, n_live
         keys = flat[: cap * width].reshape(cap, width)
@@ -770,8 +759,8 @@ def explore_product(asc: np.ndarray, ae: np.ndarray, fin: np.ndarray, off: np.nd
         n_live[:n] = old_live[:n]
         slots.fill(-1)
         _rehash(keys, n, slots)
-        if scratch is not None and cap <= SCRATCH_MAX_ROWS:
-            scratch.adopt(*grown)
+        if scratch and cap <= SCRATCH_MAX_ROWS:
+            _SCRATCH.bufs = grown
     return keys[:n].copy(), table[:n].copy()
 
 

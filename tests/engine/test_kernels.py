@@ -113,7 +113,7 @@ def test_mask_fills_set_exactly_the_tokens_whose_end_state_is_ok(compiled: bool,
 
 
 # a context of ~900 states (a bounded string beside a word pattern) and a small one: the compiled
-# product's resident scratch (kernels._ProductScratch) grows past its first 512 rows on the first
+# product's resident scratch (kernels._product_scratch) grows past its first 512 rows on the first
 _BIG = r"""
 start: S | W
 S: /"[a-z0-9 ]{0,900}"/
@@ -164,7 +164,7 @@ def test_the_product_scratch_serves_builds_of_any_size_in_any_order_and_thread(m
     for i in order:  # reused: stale rows, keys or hash slots of the last build must not leak in
         keys, table = kernels.explore_product(*calls[i])
         assert np.array_equal(keys, want[i][0]) and np.array_equal(table, want[i][1])
-    assert kernels._SCRATCH.buf.cap == 2048  # grown past 512 rows, then kept
+    assert kernels._SCRATCH.bufs[0] == 2048  # grown past 512 rows, then kept
     got: list[bool] = []
     th = threading.Thread(target=lambda: got.append(all(
         np.array_equal(kernels.explore_product(*calls[i])[1], want[i][1]) for i in order)))
