@@ -3,8 +3,9 @@
 Runs gad's ``start`` (schema in, first mask out) the way ``bench_schema.py`` does (same files, same
 tokenizer, same set-up, frozen start-up heap), with a timer (``profile_schema_tail.PartTimer``, own
 time, nested parts subtracted) around: the schema conversion (``json_schema.convert``), the plain-BNF
-reading (``plain_bnf.compile_plain``), gad's LALR(1) table (``lalr_table.lalr_table``), Lark's
-contextual lexer, the rest of Lark's construction, the terminal automata (``TerminalAutomaton.build``),
+reading (``plain_bnf.compile_plain``), gad's LALR(1) table (``lalr_table.lalr_table``), the lexer
+contexts read from it (``ParserTables.from_plain``), Lark's contextual lexer and the rest of Lark's
+construction (where Lark's parser is built: not for plain BNF), the terminal automata (``TerminalAutomaton.build``),
 the grammar checks (terminals, scanners, a non-empty language), the compiled
 grammar's set-up (``CompiledGrammar.__init__``), lexer automaton builds and the rest of the first
 mask; "rest" is what ``start`` spends outside them.  Prints the time to first mask p50 and, per part, its mean over a middle band of
@@ -41,12 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     import lark.parser_frontends
 
     from gad.engine import compiler, lexer
-    from gad.grammar import json_schema, lalr_table, loader
+    from gad.grammar import json_schema, lalr_table, loader, tables
 
     timer = PartTimer()
     timer.wrap_all([(json_schema, "convert", "conversion"),
                     (loader, "compile_plain", "plain-BNF reading"),
                     (lalr_table, "lalr_table", "LALR(1) table"),
+                    (tables, "lalr_table", "LALR(1) table"),
+                    (tables.ParserTables, "from_plain", "lexer contexts"),
                     (lark.parser_frontends, "create_contextual_lexer", "Lark's contextual lexer"),
                     (lark.Lark, "__init__", "rest of Lark"),
                     (loader, "validate_terminals", "terminal and scanner checks"),

@@ -43,6 +43,7 @@ from gad.errors import GadError, InvalidArgumentError
 from gad.fileio import default_cache_root
 from gad.grammar.automata import literal_text
 from gad.grammar.loader import Grammar
+from gad.grammar.tables import ParserTables
 
 _INTEREGULAR = _dist_version("interegular")
 CACHE_FORMAT = 5  # 5: data-only files (gad.engine.cachefile), no pickle
@@ -55,7 +56,7 @@ def _code_version() -> str:
     here = Path(__file__).parent
     grammar = here.parent / "grammar"  # what builds the automata and the LALR tables a cache file stores
     for mod in (here / "lexer.py", here / "compiler.py", here / "cachefile.py", grammar / "automata.py",
-                grammar / "lalr_table.py", grammar / "plain_bnf.py"):
+                grammar / "lalr_table.py", grammar / "plain_bnf.py", grammar / "tables.py"):
         h.update(mod.read_bytes())
     return h.hexdigest()[:16]
 Stack = int  # id of an interned parser stack (see CompiledGrammar.push)
@@ -222,12 +223,11 @@ class WalkNode:
 
 
 class _ParseTable:
-    """LALR(1) action/goto table extracted from Lark (shift = ('s', state), reduce = ('r', n, origin))."""
+    """LALR(1) action/goto table read from Lark's (shift = ('s', state), reduce = ('r', n, origin))."""
 
-    def __init__(self, lark_obj: Any, start: str) -> None:
+    def __init__(self, pt: Any, start: str) -> None:
         from lark.parsers.lalr_analysis import Shift
 
-        pt = lark_obj.parser.parser.parser.parse_table
         self.start_state: int = pt.start_states[start]
         self.end_state: int = pt.end_states[start]
         self.actions: dict[int, dict[str, tuple]] = {}
@@ -252,14 +252,20 @@ class CompiledGrammar:
 
     def __init__(self, lark_obj: Any, vocab: Vocabulary, grammar: Any = None, start: str = "start",
                  mask_cache_size: int = 2048, share: bool = False) -> None:
+        """``lark_obj``: the grammar's :class:`gad.grammar.tables.ParserTables`, or a ``lark.Lark`` parser
+        (``parser="lalr"``, ``lexer="contextual"``) to read them from.
+
+        Raises:
+            InvalidArgumentError: ``lark_obj`` is a Lark parser of another kind."""
+        tables = _tables(lark_obj, start)
         self.grammar = grammar if grammar is not None else lark_obj
-        self.grammar_sha256 = _grammar_hash(grammar, lark_obj)
+        self.grammar_sha256 = _grammar_hash(grammar, tables)
         self.vocab = vocab
         self.vocab_size = vocab.size
         self.eos_ids = tuple(vocab.eos_ids)
         self._eos = np.asarray(self.eos_ids, dtype=np.int64)
-        self.table = _ParseTable(lark_obj, start)
-        self._build_contexts(lark_obj)
+        self.table = _ParseTable(tables.parse_table, start)
+        self._build_contexts(tables)
         self._build_vocab_matrix()
         self._roots: dict[tuple[int, int], WalkNode] = {}
         # parser stacks are interned as a tree (graph-structured stack): id -> (parent id, LR state),
@@ -287,23 +293,25 @@ class CompiledGrammar:
         self._share = share
 
     # ---------------------------------------------------------------------------------- building
-    def _build_contexts(self, lark_obj: Any) -> None:
-        lexer = lark_obj.parser.lexer
-        lexers = getattr(lexer, "lexers", None)
-        if lexers is None:
-            raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'")
-        ignore = set(lark_obj.ignore_tokens)
-        ctx_of_lexer: dict[tuple[str, ...], int] = {}
+    def _build_contexts(self, tables: ParserTables) -> None:
+        ignore = set(tables.ignore)
+        ctx_of_lexer: dict[int, int] = {}
+        ctx_of_sig: dict[tuple[str, ...], int] = {}
         self._ctx_specs: list[tuple[list, dict[int, list[int]], list[bool], int]] = []
         self.state_ctx: dict[int, int] = {}
-        for state, bl in lexers.items():
+        for state, scanned in tables.contexts.items():
             # parser states whose lexers hold the same terminals share one context (and its walks)
-            sig = tuple(t.name for t in bl.terminals)
-            cid = ctx_of_lexer.get(sig)
+            cid = ctx_of_lexer.get(id(scanned))
             if cid is None:
-                terms, unless, n_main = lark_context_terminals(bl)
+                sig = tuple(t.name for t in scanned)
+                cid = ctx_of_sig.get(sig)
+                if cid is not None:
+                    ctx_of_lexer[id(scanned)] = cid
+            if cid is None:
+                terms, unless, n_main = lark_context_terminals(scanned, tables.g_regex_flags)
                 cid = len(self._ctx_specs)
-                ctx_of_lexer[sig] = cid
+                ctx_of_sig[sig] = cid
+                ctx_of_lexer[id(scanned)] = cid
                 self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
@@ -1911,25 +1919,37 @@ class CompiledGrammar:
 
 
 # ----------------------------------------------------------------------------------- front door
-def _lark_of(grammar: Any) -> tuple[Any, Any, str]:
-    """Return (lark object, grammar object, start symbol) for a gad.Grammar, Lark object or text."""
+def _tables_of(grammar: Any) -> tuple[ParserTables, Any, str]:
+    """(parser tables, grammar object, start symbol) for a gad.Grammar, a Lark object or a path."""
     if isinstance(grammar, lark.Lark):
-        return grammar, grammar, grammar.options.start[0]
-    if hasattr(grammar, "lark"):
-        lk = grammar.lark
-        return lk, grammar, getattr(grammar, "start", None) or lk.options.start[0]
+        return _tables(grammar, grammar.options.start[0]), grammar, grammar.options.start[0]
+    if isinstance(grammar, Grammar):
+        return grammar.tables, grammar, grammar.start
     if isinstance(grammar, (str, os.PathLike)):
         p = Path(grammar)
         g = Grammar.from_file(p) if p.suffix in (".lark", ".ebnf", ".gbnf") else Grammar.from_string(str(grammar))
-        return g.lark, g, g.start
+        return g.tables, g, g.start
     raise InvalidArgumentError(f"grammar must be a gad.Grammar, a lark.Lark or a path, got {type(grammar).__name__}")
 
 
-def _grammar_hash(grammar: Any, lark_obj: Any) -> str:
+def _tables(obj: Any, start: str) -> ParserTables:
+    """``obj`` itself if it is :class:`ParserTables`, else those of ``obj``, a ``lark.Lark`` parser.
+
+    Raises:
+        InvalidArgumentError: ``obj`` is not an LALR parser with a contextual lexer."""
+    if isinstance(obj, ParserTables):
+        return obj
+    try:
+        return ParserTables.from_lark(obj, start)
+    except AttributeError:
+        raise InvalidArgumentError("gad needs a Lark grammar built with parser='lalr', lexer='contextual'") from None
+
+
+def _grammar_hash(grammar: Any, tables: ParserTables) -> str:
     h = getattr(grammar, "sha256", None)
     if h:
         return str(h)
-    src = getattr(lark_obj, "source_grammar", None) or repr(lark_obj.terminals)
+    src = tables.source or repr(tables.terminals)
     return hashlib.sha256(str(src).encode()).hexdigest()
 
 
@@ -1967,18 +1987,18 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     """
     if warm not in (None, True, False, "automata"):
         raise InvalidArgumentError(f"warm must be None, True, False or 'automata', not {warm!r}")
-    lark_obj, gobj, start = _lark_of(grammar)
+    tables, gobj, start = _tables_of(grammar)
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
-    memo_key = (_grammar_hash(gobj, lark_obj), start, vocab.fingerprint())
+    memo_key = (_grammar_hash(gobj, tables), start, vocab.fingerprint())
     hit = _MEMO.get(memo_key) if cache_dir is not False else None
     if hit is not None:
         return hit.build_automata() if warm == "automata" else hit
     if warm is None:
         warm = not getattr(gobj, "per_request", False)
     if warm == "automata":
-        cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, False).build_automata()
+        cg = _compile_uncached(tables, gobj, start, vocab, cache_dir, False).build_automata()
     else:
-        cg = _compile_uncached(lark_obj, gobj, start, vocab, cache_dir, bool(warm))
+        cg = _compile_uncached(tables, gobj, start, vocab, cache_dir, bool(warm))
     if cache_dir is not False:
         _MEMO[memo_key] = cg
     while len(_MEMO) > 8:
@@ -2412,9 +2432,9 @@ _VOCAB_TABLES: dict[tuple[str, tuple[int, ...]], tuple] = {}
 _MEMO: dict[tuple[str, str, str], CompiledGrammar] = {}
 
 
-def _cache_identity(key: str, lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary) -> dict[str, Any]:
+def _cache_identity(key: str, tables: ParserTables, gobj: Any, start: str, vocab: Vocabulary) -> dict[str, Any]:
     """What a compile-cache file must have been built for (checked field by field before use)."""
-    return {"key": key, "grammar_sha256": _grammar_hash(gobj, lark_obj), "start": start,
+    return {"key": key, "grammar_sha256": _grammar_hash(gobj, tables), "start": start,
             "vocab_fingerprint": vocab.fingerprint(), "vocab_size": vocab.size, "engine": _code_version()}
 
 
@@ -2423,10 +2443,10 @@ def _cache_classes() -> dict[str, type]:
     return {"WalkNode": WalkNode, "_ParseTable": _ParseTable, "LexerDFA": LexerDFA}
 
 
-def _cache_external(lark_obj: Any) -> tuple[Any, Any]:
+def _cache_external(tables: ParserTables) -> tuple[Any, Any]:
     """(encode, resolve) for the objects a cache file names instead of storing: Lark terminals (by name,
     from the grammar being compiled) and terminal automata (rebuilt from their name and regexp)."""
-    terms = {t.name: t for t in getattr(lark_obj, "terminals", ())}
+    terms = {t.name: t for t in tables.terminals}
     autos: dict[tuple[str, str], TerminalAutomaton] = {}
 
     def encode(v: Any) -> list | None:
@@ -2449,7 +2469,7 @@ def _cache_external(lark_obj: Any) -> tuple[Any, Any]:
     return encode, resolve
 
 
-def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
+def _compile_uncached(tables: ParserTables, gobj: Any, start: str, vocab: Vocabulary,
                       cache_dir: str | os.PathLike | None | bool, warm: bool = True) -> CompiledGrammar:
     """Compile, reading / writing the disk cache (a data-only file: :mod:`gad.engine.cachefile`).
 
@@ -2463,25 +2483,25 @@ def _compile_uncached(lark_obj: Any, gobj: Any, start: str, vocab: Vocabulary,
     path: Path | None = None
     ident: dict[str, Any] = {}
     if not warm:
-        return CompiledGrammar(lark_obj, vocab, gobj, start, share=True)
+        return CompiledGrammar(tables, vocab, gobj, start, share=True)
     if cache_dir is not False:
         base = Path(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) and str(cache_dir) else default_cache_dir()
         folder = base / "compiled"
         if cachefile.warn_if_unsafe(folder, "compile cache"):
             folder = None  # type: ignore[assignment]
         else:
-            key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, lark_obj)}|{start}|{vocab.fingerprint()}"
+            key = hashlib.sha256(f"{_code_version()}|{_grammar_hash(gobj, tables)}|{start}|{vocab.fingerprint()}"
                                  .encode()).hexdigest()[:32]
             path = folder / f"{key}.npz"
-            ident = _cache_identity(key, lark_obj, gobj, start, vocab)
+            ident = _cache_identity(key, tables, gobj, start, vocab)
             _tidy_cache_folder(folder)
         if path is not None and path.is_file():
-            cg = _load_cached(path, ident, lark_obj, gobj, vocab)
+            cg = _load_cached(path, ident, tables, gobj, vocab)
             if cg is not None:
                 return cg
-    cg = CompiledGrammar(lark_obj, vocab, gobj, start).warm()
+    cg = CompiledGrammar(tables, vocab, gobj, start).warm()
     if path is not None:
-        save_compiled(cg, path, ident, lark_obj)
+        save_compiled(cg, path, ident, tables)
     return cg
 
 
@@ -2500,10 +2520,10 @@ def _tidy_cache_folder(folder: Path) -> None:
                 pass
 
 
-def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
+def _load_cached(path: Path, ident: dict[str, Any], tables: ParserTables, gobj: Any,
                  vocab: Vocabulary) -> CompiledGrammar | None:
     """The compiled grammar in cache file ``path``, or None when it is not exactly what ``ident`` says."""
-    _, resolve = _cache_external(lark_obj)
+    _, resolve = _cache_external(tables)
     try:
         state = cachefile.load(path, ident, _cache_classes(), resolve)
     except (cachefile.CacheFileError, OSError, GadError):
@@ -2513,7 +2533,7 @@ def _load_cached(path: Path, ident: dict[str, Any], lark_obj: Any, gobj: Any,
     cg = CompiledGrammar.__new__(CompiledGrammar)
     cg.__dict__.update(state)
     cg.grammar = gobj
-    cg.grammar_sha256 = _grammar_hash(gobj, lark_obj)
+    cg.grammar_sha256 = _grammar_hash(gobj, tables)
     cg.vocab = vocab
     return cg
 
@@ -2528,7 +2548,7 @@ _STATE_KEYS = frozenset({
     "_ok_memo", "_masks", "mask_cache_size", "_dense_min", "stats", "_share"})
 
 
-def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lark_obj: Any) -> bool:
+def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], tables: ParserTables) -> bool:
     """Write the compiled tables to ``path`` as a data-only cache file (atomic: temp file + rename).
 
     Returns False (and writes nothing) when the folder cannot be written or the tables hold something
@@ -2541,7 +2561,7 @@ def save_compiled(cg: CompiledGrammar, path: Path, identity: dict[str, Any], lar
     state.pop("_suffix_memo", None)  # keyed by walk nodes: remade on use
     state.pop("_scratch_bufs", None)
     state.pop("_bool_masks", None)
-    encode, _ = _cache_external(lark_obj)
+    encode, _ = _cache_external(tables)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         cachefile.save(path, identity, state, _cache_classes(), encode)

@@ -1461,8 +1461,10 @@ class LexerDFA:
         return out
 
 
-def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]], int]:
-    """Terminals of one Lark ``BasicLexer`` in scanning order, after Lark's keyword ("unless") rule.
+def lark_context_terminals(terminals: list, g_regex_flags: int = 0) -> tuple[list, dict[int, list[int]], int]:
+    """The terminals of one context of Lark's contextual lexer (``terminals``: Lark ``TerminalDef``
+    objects in its scanning order, as a ``BasicLexer`` holds them; ``g_regex_flags``: its global regex
+    flags), after Lark's keyword ("unless") rule.
 
     Returns ``(terminal_defs, unless, n_main)`` where ``unless[i]`` lists the ids (in the returned
     order) of string terminals that turn a match of regex terminal ``i`` into their own type when the
@@ -1472,7 +1474,7 @@ def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]], int]:
     """
     from lark.lexer import PatternRE, PatternStr
 
-    terminals = list(lexer.terminals)  # already sorted by Lark
+    terminals = list(terminals)
     embedded: set[str] = set()
     unless_names: dict[str, list[str]] = {}
     for retok in terminals:
@@ -1482,7 +1484,7 @@ def lark_context_terminals(lexer) -> tuple[list, dict[int, list[int]], int]:
             if not isinstance(strtok.pattern, PatternStr) or strtok.priority != retok.priority:
                 continue
             s = strtok.pattern.value
-            m = re.match(retok.pattern.to_regexp(), s, lexer.g_regex_flags)
+            m = re.match(retok.pattern.to_regexp(), s, g_regex_flags)
             if m and m.group(0) == s:
                 unless_names.setdefault(retok.name, []).append(strtok.name)
                 if set(strtok.pattern.flags) <= set(retok.pattern.flags):

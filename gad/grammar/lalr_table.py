@@ -78,10 +78,12 @@ def nullable_symbols(rules: Sequence[Any]) -> set:
     return nullable
 
 
-def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | None:
+def lalr_table(rules: Sequence[Rule], starts: Sequence[str],
+               conflicts: list[tuple[int, str]] | None = None) -> IntParseTable | None:
     """Lark's LALR(1) table for ``rules`` (Lark ``Rule`` objects) and start symbols ``starts``, or
     None where Lark's own analyzer must run (its errors: duplicate / undefined rules, unknown start,
-    reduce/reduce collisions).  Shift/reduce conflicts resolve as shift with Lark's debug log lines.
+    reduce/reduce collisions).  Shift/reduce conflicts resolve as shift with Lark's debug log lines,
+    each also appended to ``conflicts`` (when given) as ``(state, terminal)``.
 
     Items are ``base[rule] + dot``; a state is its kernel (a frozenset of items); relations are over
     nonterminal transitions numbered in discovery order.
@@ -257,6 +259,8 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str]) -> IntParseTable | 
             (k,) = ks
             rule = all_rules[k]
             if la in actions:
+                if conflicts is not None:
+                    conflicts.append((st, la))
                 logger.debug("Shift/Reduce conflict for terminal %s: (resolving as shift)", la)
                 logger.debug(" * %s", rule)
             else:

@@ -53,6 +53,7 @@ from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 from gad.grammar.lalr_sets import lark_uses_fast_sets
 from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
+from gad.grammar.tables import ParserTables
 
 __all__ = ["Grammar"]
 
@@ -310,8 +311,9 @@ class Grammar:
         if kind == "ebnf":
             _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
-        parser = grammar._validate(source_text=text, positions=positions)
-        grammar.__dict__["lark"] = parser  # cached_property slot: built once
+        checked = grammar._validate(source_text=text, positions=positions)
+        # cached_property slots, built once: plain BNF leaves Lark's parser to be built on first use
+        grammar.__dict__["tables" if isinstance(checked, ParserTables) else "lark"] = checked
         return grammar
 
     # --- use ---------------------------------------------------------------------------------
@@ -321,15 +323,21 @@ class Grammar:
         """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
         return _build_lark(self.lark_text, self.start, self.path)
 
+    @cached_property
+    def tables(self) -> ParserTables:
+        """What gad's engine reads of the grammar (:class:`gad.grammar.tables.ParserTables`): Lark's
+        LALR(1) table and its contextual lexer's terminals per parser state, built once."""
+        return ParserTables.from_lark(self.lark, self.start)
+
     @property
     def terminal_defs(self) -> list[TerminalDef]:
         """Lark's terminal definitions (``t.name``, ``t.pattern.to_regexp()``, ``t.priority``)."""
-        return list(self.lark.terminals)
+        return list(self.tables.terminals)
 
     @property
     def ignore_terminals(self) -> list[str]:
         """Names of the ``%ignore``-d terminals."""
-        return list(self.lark.ignore_tokens)
+        return list(self.tables.ignore)
 
     def parses(self, text: str) -> bool:
         """True iff Lark parses ``text`` (the definition of L(G)); only Lark's UnexpectedInput means False."""
@@ -365,7 +373,14 @@ class Grammar:
                 return {"path": self.path, "line": pos[0], "column": pos[1]}
         return {"path": self.path}
 
-    def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
+    def _validate(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark | ParserTables:
+        """The checked grammar: its :class:`ParserTables` when the text is plain BNF Lark would take as
+        it is (:meth:`_plain_tables`), else Lark's parser.  Raises the errors listed in :meth:`from_string`."""
+        tables = self._plain_tables()
+        if tables is not None:
+            fsms = self._check_terminals(tables, source_text, positions)
+            self._check_nonempty(tables, fsms, source_text, positions)
+            return tables
         parser = self._construct(source_text, positions)
         if getattr(parser, "_gad_shift_reduce", 1):  # Lark resolved a shift/reduce conflict: name it
             self._check_conflicts(parser, source_text, positions)
@@ -373,6 +388,23 @@ class Grammar:
         self._check_scanners(parser, source_text, positions)
         self._check_nonempty(parser, fsms, source_text, positions)
         return parser
+
+    def _plain_tables(self) -> ParserTables | None:
+        """The tables of plain-BNF text (:func:`compile_plain`, what a JSON Schema or a regex makes),
+        built without Lark's parser; None where Lark must read the text or report a problem (not
+        plain BNF, a terminal Lark's lexer checks refuse, one holding a named group, which only
+        Lark's combined scanner can check, or a conflict in the LALR(1) table)."""
+        prebuilt = compile_plain(self.lark_text, [self.start])
+        if prebuilt is None:
+            return None
+        terminals, rules, ignore = prebuilt
+        if any("(?P" in t.pattern.to_regexp() for t in terminals):
+            return None
+        try:
+            validate_terminals(terminals, ignore)
+        except LexError:
+            return None
+        return ParserTables.from_plain(terminals, rules, ignore, self.start, self.lark_text)
 
     def _construct(self, source_text: str, positions: dict[str, tuple[int, int]]) -> Lark:
         path = self.path
@@ -538,7 +570,7 @@ class Grammar:
             f"{', '.join(first)}:\n{detail}{more}", rules=involved,
             **self._err_pos(first[0], source_text, positions))
 
-    def _check_terminals(self, parser: Lark, source_text: str,
+    def _check_terminals(self, parser: Lark | ParserTables, source_text: str,
                          positions: dict[str, tuple[int, int]]) -> dict[str, object]:
         fsms: dict[str, object] = {}
         if len(parser.terminals) > MAX_TERMINALS:
@@ -571,7 +603,7 @@ class Grammar:
                     "not supported", **self._err_pos(t.name, source_text, positions)) from None
         return fsms
 
-    def _check_nonempty(self, parser: Lark, fsms: dict[str, object], source_text: str,
+    def _check_nonempty(self, parser: Lark | ParserTables, fsms: dict[str, object], source_text: str,
                         positions: dict[str, tuple[int, int]]) -> None:
         productive: set[str] = {name for name, f in fsms.items() if not f.empty()}  # type: ignore[attr-defined]
         rules = list(parser.rules)
