@@ -36,7 +36,7 @@ from lark import Lark
 from lark.common import LexerConf, ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
-from lark.lexer import TerminalDef
+from lark.lexer import PatternStr, TerminalDef
 from lark.load_grammar import eval_escaping
 from lark.parsers.lalr_analysis import LALR_Analyzer
 from lark.utils import logger as lark_logger
@@ -583,7 +583,8 @@ class Grammar:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
                     "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
-            bad = _unsupported_regex_feature(regexp)
+            # (a literal's regexp is re.escape'd text: no lookaround, back-reference or anchor)
+            bad = None if isinstance(t.pattern, PatternStr) else _unsupported_regex_feature(regexp)
             if bad:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "

@@ -27,7 +27,7 @@ from typing import Any
 from lark.common import LexerConf
 from lark.exceptions import LexError
 from lark.grammar import NonTerminal, Rule, Terminal
-from lark.lexer import TOKEN_DEFAULT_PRIORITY, TerminalDef, Token
+from lark.lexer import TOKEN_DEFAULT_PRIORITY, PatternStr, TerminalDef, Token
 from lark.load_grammar import Grammar as LarkGrammar
 from lark.load_grammar import _literal_to_pattern
 
@@ -92,6 +92,8 @@ def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], 
             ``%ignore`` name that is not a terminal.
     """
     for t in terminals:
+        if isinstance(t.pattern, PatternStr) and t.pattern.value:
+            continue  # a literal's regexp is re.escape'd text: it compiles, and its width is its length
         regexp = t.pattern.to_regexp()
         if (regexp, g_regex_flags) in _VALID:  # compiled and of positive width before
             continue
