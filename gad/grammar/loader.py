@@ -606,7 +606,7 @@ class Grammar:
 
     def _check_nonempty(self, parser: Lark | ParserTables, fsms: dict[str, object], source_text: str,
                         positions: dict[str, tuple[int, int]]) -> None:
-        productive: set[str] = {name for name, f in fsms.items() if not f.empty()}  # type: ignore[attr-defined]
+        productive: set[str] = {name for name, f in fsms.items() if not _fsm_empty(f)}
         rules = list(parser.rules)
         changed = True
         while changed:
@@ -621,6 +621,22 @@ class Grammar:
             raise EmptyLanguageError(
                 f"the language is empty: start rule {user!r} derives no finite string",
                 **self._err_pos(self.start, source_text, positions))
+
+
+_EMPTY: dict[int, tuple[object, bool]] = {}  # id(fsm) -> (fsm, whether its language is empty)
+
+
+def _fsm_empty(f: Any) -> bool:
+    """``f.empty()`` of an interegular FSM, memoised per object (the terminal automata of grammars made
+    per request recur, cached by :func:`regex_fsm`; the memo holds each FSM, so an id is not reused)."""
+    hit = _EMPTY.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    empty = bool(f.empty())
+    if len(_EMPTY) >= 8192:
+        _EMPTY.clear()
+    _EMPTY[id(f)] = (f, empty)
+    return empty
 
 
 def _unsupported_regex_feature(regexp: str) -> str | None:
