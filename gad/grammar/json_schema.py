@@ -2202,6 +2202,25 @@ class _Gen:
         for name, alts in self.rules.items():
             self.rules[name] = [a for a in alts if all(sym in productive or sym[:1].isupper() for sym in a.split())]
 
+    def _unit_rules(self) -> dict[str, str]:
+        """Rules of one alternative of one symbol (``v3: o4``, a property's value rule naming its
+        object's), each mapped to the symbol it finally stands for: the text names that symbol in
+        their place and leaves them out, which changes no language and spares every later stage
+        (reading, the LALR(1) table, the parser's reductions) a rule, its states and its reduction.
+        The rule names stay what :attr:`info` is keyed by."""
+        direct = {name: alts[0] for name, alts in self.rules.items()
+                  if len(alts) == 1 and alts[0] and " " not in alts[0] and alts[0] != name}
+        out: dict[str, str] = {}
+        for name in direct:
+            seen = {name}
+            sym = direct[name]
+            while sym in direct and sym not in seen:  # a chain (v1: o2 with o2 a unit rule too)
+                seen.add(sym)
+                sym = direct[sym]
+            if sym not in seen:
+                out[name] = sym
+        return out
+
     def pruned_keys(self) -> set[str]:
         """Pointers of listed properties whose value rule :meth:`prune` removed: their names must be
         banned from the object's additional-key terminal too (else they would be read as additional
@@ -2234,18 +2253,36 @@ class _Gen:
             raise EmptyLanguageError("the schema admits no JSON value", path="<json-schema>")
         else:
             self.root_rule = root
+            unit = self._unit_rules()
+            top = unit.get(root, root)
             if self.ws:
                 lead = self.term(self.ws.replace("*", "+").replace("{0,", "{1,"), "W")
-                lines.append(f"start: {lead}? {root} {lead}?")
+                lines.append(f"start: {lead}? {top} {lead}?")
             else:
-                lines.append(f"start: {root}")
-        for rname, alts in self.rules.items():
-            body = "\n    | ".join(a if a else "" for a in alts) if alts else rname
-            lines.append(f"{rname}: {body}")
+                lines.append(f"start: {top}")
+        out = {rname: [" ".join([unit.get(sym, sym) for sym in a.split()]) for a in alts] if unit else alts
+               for rname, alts in self.rules.items() if rname not in unit}
+        reach = {top}  # rules no derivation from the start uses are left out (Lark drops them too)
+        todo = [top]
+        while todo:
+            for a in out.get(todo.pop(), ()):
+                for sym in a.split():
+                    if sym not in reach and sym in out:
+                        reach.add(sym)
+                        todo.append(sym)
+        used = {sym.rstrip("?") for sym in lines[-1].split()}  # (the start line's symbols)
+        for rname, alts in out.items():
+            if rname in reach:
+                body = "\n    | ".join(alts) if alts else rname
+                lines.append(f"{rname}: {body}")
+                for a in alts:
+                    used.update(a.split())
         for tname, rx in self.term_defs:
-            lines.append(f"{tname}: /{rx}/")
+            if tname.partition(".")[0] in used:  # (a name may carry a priority: NAME.2)
+                lines.append(f"{tname}: /{rx}/")
         for tname, lit in self.lit_defs:
-            lines.append(f'{tname}: "{lit}"')
+            if tname in used:
+                lines.append(f'{tname}: "{lit}"')
         return "\n".join(lines) + "\n"
 
 

@@ -38,6 +38,30 @@ def test_object_order_required_additional():
     assert strict.accepts('{"a":1,"b":"x"}') and not strict.accepts('{"b":"x","zz":1}')
 
 
+def test_text_has_no_unit_or_unreachable_rules():
+    """The converter names what a one-symbol rule stands for in its place (``v3: o4`` goes) and writes
+    only the rules and terminals the start symbol reaches; values still dump and check as before."""
+    s = {"type": "object", "properties": {"d": {"type": "object", "properties": {"n": {"type": "number"}},
+                                                 "required": ["n"]}, "s": {"type": "string"}},
+         "required": ["s", "d"]}
+    c = Checker(s)
+    rules: dict[str, list[list[str]]] = {}
+    cur = ""
+    for line in c.sg.lark_text.splitlines():
+        m = re.match(r"([a-z_][a-z0-9_]*):(.*)", line)
+        if m:
+            cur = m.group(1)
+            rules[cur] = [m.group(2).split()]
+        elif line.startswith("    |"):
+            rules[cur].append(line[5:].split())
+    terms = {m.group(1) for m in re.finditer(r"^([A-Z][A-Z0-9_]*)(?:\.\d+)?:", c.sg.lark_text, re.M)}
+    assert not [r for r, alts in rules.items() if r != "start" and len(alts) == 1 and len(alts[0]) == 1]
+    used = {sym for alts in rules.values() for a in alts for sym in a}
+    assert set(rules) - {"start"} <= used and terms <= used
+    for value in ({"s": "x", "d": {"n": 1.5}}, {"d": {"n": 2}, "s": "y", "q": [1]}, {"s": "x"}, {"s": 1, "d": {"n": 1}}):
+        assert c.accepts(c.sg.dumps(value)) is oracle(s, value), value
+
+
 def test_property_admitting_no_value_stays_in_the_text():
     """A listed property whose schema admits nothing (MaskBench Github_medium---o30959: an enum of
     strings under type object) may not appear; ``dumps`` keeps it, so such a value is rejected."""
