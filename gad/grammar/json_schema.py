@@ -1672,7 +1672,6 @@ class _Gen:
             fmt = None  # not a format the spec defines: an annotation (draft 2020-12 section 7.2)
         n_constraints = sum([has_len, fmt is not None, pat is not None])
         if n_constraints > 1:
-            kw = "format" if fmt is not None and pat is not None else "minLength" if has_len else "pattern"
             parts: list[str] = []
             try:
                 if pat is not None:
@@ -1692,11 +1691,16 @@ class _Gen:
             ok, rx = _intersect_content(parts)
             if ok:
                 return rx
-            self.unsupported(pp.get(kw, ptr), kw, "a string under two of pattern / length / format needs an "
-                                                  "automaton intersection too large to write as one terminal")
-            if has_len and (pat is not None or fmt is not None):
+            # the pattern stays if there is one, else the format; each keyword left out is named
+            why = "a string under two of pattern / length / format needs an automaton intersection too large " \
+                  "to write as one terminal"
+            if has_len:
+                for k, on in (("minLength", lo > 0), ("maxLength", hi is not None)):
+                    if on:
+                        self.unsupported(pp.get(k, ptr), k, why)
                 has_len = False
             if fmt is not None and pat is not None:
+                self.unsupported(pp.get("format", ptr), "format", why)
                 fmt = None
         if pat is not None:
             try:

@@ -167,7 +167,13 @@ def test_string_intersection_too_large_is_refused():
     schema = {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.[a-z]+\\.[a-z]+$", "maxLength": 250}
     with pytest.raises(UnsupportedSchemaError) as e:
         convert(schema)
-    assert e.value.keyword == "minLength" and e.value.pointer == ""
+    assert e.value.keyword == "maxLength" and e.value.pointer == ""  # (the keyword the schema has)
+    # lenient: every length keyword left out is listed (an instance breaking either is then accepted)
+    both = {**schema, "minLength": 3, "properties": {}}
+    with pytest.warns(UserWarning):
+        sg = convert({"type": "object", "properties": {"s": both}}, lenient=True)
+    assert {(d.pointer, d.keyword) for d in sg.dropped} == {("/properties/s", "minLength"),
+                                                             ("/properties/s", "maxLength")}
 
 
 # ---------------------------------------------------------------------------------- numbers
