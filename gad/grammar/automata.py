@@ -143,12 +143,132 @@ def budgeted(fn: Callable[[], T], max_states: int) -> T:
             _ifsm.crawl = prev
 
 
+# Regexps of integer ranges written by gad's schema converter, with their bounds: their automata are
+# built directly (:func:`int_range_fsm`), not by interegular's construction of the regexp (an int64
+# range took 0.3 s and over 10,000 intermediate states, refused as too large; int32 took 60 ms).
+INT_RANGES_SIZE = 65536
+_INT_RANGES: OrderedDict[str, tuple[int, int]] = OrderedDict()
+
+
+def note_int_range(regexp: str, lo: int, hi: int) -> str:
+    """Record that ``regexp`` denotes the JSON integer spellings of the values in ``[lo, hi]`` (what
+    :func:`int_range_fsm` accepts), so that :func:`regex_fsm` builds its automaton directly; returns
+    ``regexp``.  The caller vouches for the equality (``tests/grammar/test_int_ranges.py`` checks the
+    schema converter's).  Kept for the last :data:`INT_RANGES_SIZE` regexps; an older one is built
+    from its text again (the same language, more slowly)."""
+    with _crawl_lock:
+        _INT_RANGES[regexp] = (lo, hi)
+        _INT_RANGES.move_to_end(regexp)
+        while len(_INT_RANGES) > INT_RANGES_SIZE:
+            _INT_RANGES.popitem(last=False)
+    return regexp
+
+
+def int_range_fsm(lo: int, hi: int) -> interegular.FSM:
+    """The minimal automaton of the JSON integer spellings (RFC 8259: an optional ``-``, no leading
+    zeros; ``-0`` is zero) of the values in ``[lo, hi]`` (``lo <= hi``), over an alphabet of the ten
+    digits, ``-`` and ``anything_else``.
+
+    A state is the language of what may follow: per number ``k`` of digits still to read, the
+    interval of their values (clipped to ``[0, 10**k - 1]``), so equal states are equal languages
+    and the automaton is minimal; a digit ``d`` maps the interval for ``k`` digits to the one for
+    ``k - 1`` by subtracting ``d * 10**(k - 1)``.  About 60 states for the int64 range, built in a
+    few ms.
+
+    Raises:
+        ValueError: ``lo > hi``.
+    """
+    if lo > hi:
+        raise ValueError(f"empty integer range [{lo}, {hi}]")
+    digits = "0123456789"
+    symbols: dict[Any, int] = {c: i for i, c in enumerate(digits + "-")}
+    symbols[_ifsm.anything_else] = len(symbols)
+    index: dict[Any, int] = {}
+    fmap: dict[int, dict[int, int]] = {}
+    finals: set[int] = set()
+    todo: list[Any] = []
+
+    def state(key: Any, final: bool) -> int:
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(index)
+            fmap[j] = {}
+            if final:
+                finals.add(j)
+            todo.append(key)
+        return j
+
+    def after_first(a: int, b: int, d: int) -> tuple | None:
+        """The key after a natural's first digit ``d`` (1-9), the natural in ``[a, b]``."""
+        out: list[tuple[int, int] | None] = []
+        for k in range(len(str(b))):  # k digits still to read: the value is d * 10**k + (their value)
+            base, top = d * 10 ** k, 10 ** k - 1
+            x, y = max(0, a - base), min(top, b - base)
+            out.append((x, y) if x <= y else None)
+        return _trim(out)
+
+    def step(key: tuple, d: int) -> tuple | None:
+        out: list[tuple[int, int] | None] = []
+        for k in range(1, len(key)):
+            iv = key[k]
+            if iv is None:
+                out.append(None)
+                continue
+            base, top = d * 10 ** (k - 1), 10 ** (k - 1) - 1
+            x, y = max(iv[0] - base, 0), min(iv[1] - base, top)
+            out.append((x, y) if x <= y else None)
+        return _trim(out)
+
+    def _trim(out: list) -> tuple | None:
+        while out and out[-1] is None:
+            out.pop()
+        return tuple(out) if out else None
+
+    start = state(("start",), False)
+    ranges: list[tuple[str | None, int, int]] = []  # (sign or None, natural range): positive, negative spellings
+    if hi >= 0:
+        ranges.append((None, max(lo, 0), hi))
+    if lo <= 0:
+        ranges.append(("-", max(-hi, 0), -lo))
+    for sign, a, b in ranges:
+        src = start
+        if sign is not None:
+            src = state(("minus",), False)
+            fmap[start][symbols["-"]] = src
+        if a == 0:  # "0" / "-0": zero, and nothing may follow
+            fmap[src][symbols["0"]] = state(("zero",), True)
+        for d in range(1, 10):
+            key = after_first(a, b, d)
+            if key is not None:
+                fmap[src][symbols[str(d)]] = state(("n", key), key[0] is not None and key[0][0] == 0)
+    i = 0
+    while i < len(todo):
+        key = todo[i]
+        i += 1
+        if key[0] != "n":
+            continue
+        j = index[key]
+        for d in range(10):
+            nk = step(key[1], d)
+            if nk is not None:
+                fmap[j][symbols[str(d)]] = state(("n", nk), nk[0] is not None and nk[0][0] == 0)
+    return _ifsm.FSM(alphabet=_ifsm.Alphabet(symbols), states=range(len(fmap)), initial=start,  # type: ignore[arg-type]
+                     finals=finals, map=fmap, __no_validation__=True)
+
+
 def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
+    rng = _INT_RANGES.get(regexp)
+    if rng is not None:
+        direct = int_range_fsm(*rng)
+        if len(direct.states) > max_states:
+            raise AutomatonTooLarge
+        return direct
     words = literal_words(regexp)
     if words is not None:
-        if sum(map(len, words)) + 1 > max_states:
+        trie = words_fsm(words)  # (linear in the words' length: a regexp is at most MAX_REGEX_CHARS)
+        if len(trie.states) > max_states:  # (its states, not the words' total length: prefixes are shared)
             raise AutomatonTooLarge
-        return words_fsm(words)
+        return trie
     parts = repeat_parts(regexp)
     if parts is not None:
         fsm = repeat_fsm(*parts, max_states=max_states)

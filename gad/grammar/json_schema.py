@@ -122,7 +122,15 @@ from interegular.fsm import Alphabet as _Alphabet
 from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
-from gad.grammar.automata import AutomatonTooLarge, budgeted, fsm_regex, greedy_regex, minimize, regex_fsm
+from gad.grammar.automata import (
+    AutomatonTooLarge,
+    budgeted,
+    fsm_regex,
+    greedy_regex,
+    minimize,
+    note_int_range,
+    regex_fsm,
+)
 from gad.grammar.regex_ast import (
     MAX_CP,
     Dialect,
@@ -384,7 +392,9 @@ def _int_range(lo: int | None, hi: int | None) -> str | None:
             parts.append(r"\-" + _wrap(p) if "|" in p else r"\-" + p)
     if not parts:
         return None
-    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    rx = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    # (both bounds known: its automaton is built from them, not from this text)
+    return note_int_range(rx, lo, hi) if lo is not None and hi is not None else rx
 
 
 def _nonneg_decimal(ylo: int | None, ylo_x: bool, yhi: int | None, yhi_x: bool) -> str | None:
