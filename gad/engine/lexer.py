@@ -206,6 +206,27 @@ def _high_classes(leads: frozenset[int]) -> list[int]:
     return r
 
 
+_ARANGE = np.arange(1 << 12, dtype=np.int32)  # (literals are shorter: MAX_REGEX_CHARS is larger, but
+# _chain_tables of a literal of over 4,095 bytes falls back to the general path)
+_CHAIN_VECTORS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _chain_vectors(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ae, fin, ext)`` of a literal's chain of ``n`` states (:meth:`TerminalAutomaton.byte_tables`):
+    no move on another character, the last state final, every other one extendable; shared and
+    read-only (one per length)."""
+    r = _CHAIN_VECTORS.get(n)
+    if r is None:
+        ae = np.full(n, -1, dtype=np.int32)
+        fin = np.zeros(n, dtype=bool)
+        fin[-1] = True
+        ext = ~fin
+        for a in (ae, fin, ext):
+            a.setflags(write=False)
+        r = _CHAIN_VECTORS[n] = (ae, fin, ext)
+    return r
+
+
 @dataclass
 class TerminalAutomaton:
     """One terminal's character automaton (interegular), trimmed to live states.
@@ -263,14 +284,44 @@ class TerminalAutomaton:
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
                 f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
-        live = coreachable(fsm)  # the states from which a final state can be reached
-        nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
-                             if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
+        text = literal_text(regexp)
+        chain: tuple[bytes, tuple[int, ...]] | None | bool = False  # (False: found on first use)
+        if text is not None and text.isascii() and len(fsm.states) == len(text) + 1:
+            # an ASCII literal's automaton of n + 1 states (words_fsm's chain; an integer range's
+            # for a number literal) has only live states and reads no non-ASCII character; when it
+            # is the plain chain 0 .. n, that is its chain
+            live = set(fsm.states)
+            nonascii: frozenset[str] = frozenset()
+            n = len(text)
+            if (fsm.initial == 0 and set(fsm.finals) == {n}
+                    and len(fsm.alphabet._symbol_mapping) == len(set(text)) + 1):
+                chain = cls._chain_of(fsm, text) or False
+        else:
+            live = coreachable(fsm)  # the states from which a final state can be reached
+            nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
+                                 if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
         if fsm.initial not in live:
             raise UnsupportedGrammarError(f"terminal {name} matches no string ({clip(regexp)!r})")
         if fsm.initial in fsm.finals:
             raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({clip(regexp)!r})")
-        return cls(name, regexp, fsm, frozenset(live), nonascii)
+        out = cls(name, regexp, fsm, frozenset(live), nonascii)
+        out._chain = chain
+        return out
+
+    @staticmethod
+    def _chain_of(fsm: interegular.FSM, text: str) -> tuple[bytes, tuple[int, ...]] | None:
+        """:meth:`chain` of the automaton of ASCII literal ``text`` whose states are ``0 .. n``, the
+        initial one 0 and the final one ``n``: its moves are checked to step ``0, 1, ..., n`` (one per
+        state) as :meth:`_find_chain` does, without its other checks (what the caller checked)."""
+        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
+        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
+        for q, ch in enumerate(text):
+            row = moves.get(q)
+            if row is None or len(row) != 1 or row.get(sym.get(ch, -1)) != q + 1:
+                return None
+        if moves.get(len(text)):
+            return None
+        return text.encode("ascii"), tuple(range(len(text) + 1))
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
@@ -335,23 +386,18 @@ class TerminalAutomaton:
             return None
         lit, local = found
         n = len(local)
-        if local != tuple(range(n)):  # (states numbered otherwise: the general path)
+        if n > _ARANGE.size or local != tuple(range(n)):  # (states numbered otherwise: the general path)
             return None
         asc = np.full((n, 0x80), -1, dtype=np.int32)
-        asc[np.arange(n - 1), np.frombuffer(lit, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
-        fin = np.zeros(n, dtype=bool)
-        fin[-1] = True
-        ext = np.ones(n, dtype=bool)
-        ext[-1] = False
+        asc[_ARANGE[:n - 1], np.frombuffer(lit, dtype=np.uint8)] = _ARANGE[1:n]
+        ae, fin, ext = _chain_vectors(n)
         # classes by first byte: each byte of the literal its own class, every other byte one class
         # (numbered at the first byte the literal does not hold)
         named = sorted(set(lit))
         first_other = next((k for k, b in enumerate(named) if b != k), len(named))
-        col = [first_other] * 0x80
-        for k, b in enumerate(named):
-            col[b] = k + (b > first_other)
-        cls = np.asarray(col, dtype=np.int32)
-        return (asc, np.full(n, -1, dtype=np.int32), fin, 0, None, cls, ext)
+        cls = np.full(0x80, first_other, dtype=np.int32)
+        cls[named] = [k + (b > first_other) for k, b in enumerate(named)]
+        return (asc, ae, fin, 0, None, cls, ext)
 
     def _word_tables(self) -> tuple | None:
         """:meth:`byte_tables` of a word set's trie (:func:`gad.grammar.automata.words_fsm`: a JSON

@@ -297,8 +297,11 @@ def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
     literal holding ``*``, ``+`` or ``{``) and its states are numbered otherwise; a non-ASCII literal
     takes another path."""
     from gad.engine.lexer import TerminalAutomaton
+    from gad.grammar.automata import coreachable
 
     t = TerminalAutomaton.build(f"L{abs(hash(text))}", re.escape(text))
+    # (a literal's live states and chain are set when it is built, without the automaton walks)
+    assert t.live == frozenset(coreachable(t.fsm)) and t.chain() == t._find_chain()
     fast, general = t._chain_tables(), t._general_tables()
     if not text.isascii():
         assert fast is None and t.chain() is None
