@@ -203,6 +203,7 @@ class AsapPhi(PhiEstimator):
         """
         if self.path is None:
             return
+        self.trie.repair()  # (a node creation an interrupt cut short, while sampling: undone)
         path = self.path
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):

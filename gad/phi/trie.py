@@ -83,6 +83,31 @@ class PhiTrie:
         self.next.append(-1)
         return i
 
+    _NODE_ARRAYS = ("parent", "token", "p", "phi", "mass", "eos", "nallow", "vsum", "ssum", "sref", "nvis",
+                    "first", "next")
+
+    def _complete(self) -> bool:
+        """Whether the last node creation ran to its end: every node array of one length and every
+        node but the root in the child dict (:meth:`add_child` puts it there last)."""
+        n = len(self.parent)
+        return len(self._child) == n - 1 and all(len(getattr(self, k)) == n for k in self._NODE_ARRAYS)
+
+    def repair(self) -> bool:
+        """Undo a node creation cut short (a ``KeyboardInterrupt`` inside :meth:`add_child`, e.g. a
+        signal while sampling): the newest node goes unless it was completely made, the child lists,
+        visit counts and sums are rebuilt from the parent column and Φ̂ recomputed (:meth:`recompute`).
+        Nothing else can be cut short in a way that matters: :meth:`expand` sets ``M`` last (a node
+        is expanded once it is set), and :meth:`update_path` only lowers Φ̂ values that
+        :meth:`recompute` makes again.  Returns whether there was anything to repair."""
+        if self._complete():
+            return False
+        n = len(self._child) + 1  # the nodes made to the end (a cut-short one is the newest)
+        fresh = PhiTrie.from_columns({k: np.array(getattr(self, k)[:n]) for k in self.COLUMN_NAMES},
+                                     self.identity, self.samples)
+        self.__dict__.update(fresh.__dict__)
+        self.recompute()
+        return True
+
     def child(self, node: int, token: int) -> int:
         """Index of the visited child ``node·token``, or -1."""
         return self._child.get(node * _STRIDE + token, -1)
@@ -101,13 +126,13 @@ class PhiTrie:
             raise InvalidArgumentError(f"child probability must be in [0, 1], got {p}")
         p = min(p, 1.0)
         c = self._append(node, token, p)
-        self._child[key] = c
         self.vsum[node] += p
         self.ssum[node] += p  # an unexplored child counts Φ̂ = 1
         self.sref[node] = max(self.sref[node], self.ssum[node])
         self.nvis[node] += 1
         self.next[c] = self.first[node]
         self.first[node] = c
+        self._child[key] = c  # last: the node is made once it is here (_complete)
         return c
 
     def children(self, node: int) -> Iterator[int]:
@@ -147,10 +172,10 @@ class PhiTrie:
     def expand(self, node: int, mass: float, eos_mass: float = 0.0, n_allowed: int = 0) -> None:
         """Record ``M(node)`` (allowed next-token mass), its EOS part and the number of allowed
         non-EOS tokens with ``p > 0``, the first time the node is expanded."""
-        if math.isnan(self.mass[node]):
-            self.mass[node] = float(min(max(mass, 0.0), 1.0))
+        if math.isnan(self.mass[node]):  # (mass last: a node is expanded once it is set)
             self.eos[node] = float(min(max(eos_mass, 0.0), 1.0))
             self.nallow[node] = int(n_allowed)
+            self.mass[node] = float(min(max(mass, 0.0), 1.0))
 
     # --- learning -----------------------------------------------------------------------------
 
