@@ -123,6 +123,7 @@ from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar.automata import (
+    MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     budgeted,
     fsm_regex,
@@ -1714,7 +1715,7 @@ class _Gen:
                 fmt = None
         if pat is not None:
             try:
-                return pattern_regex(pat)
+                return self.fitting(pattern_regex(pat), pp.get("pattern", ptr), "pattern")
             except RegexUnsupported as e:
                 self.unsupported(pp.get("pattern", ptr), "pattern", f"{pat!r}: {e}")
                 return "*"
@@ -1723,6 +1724,21 @@ class _Gen:
         if has_len:
             return self.length_string(_LEN_UNIT, lo, hi, pp, ptr)
         return "*"
+
+    def fitting(self, content: str, ptr: str, kw: str) -> str:
+        """``content`` when the string terminal it makes (``"content"``) has an automaton within gad's
+        state budget (built now, and kept for the grammar's validation: :func:`regex_fsm` caches it),
+        else ``"*"`` (any string) after :meth:`unsupported` names ``kw`` at ``ptr``: refused, or dropped
+        with ``lenient``, instead of the grammar's refusal naming a line of the generated text."""
+        try:
+            regex_fsm(f'"{content}"')
+        except AutomatonTooLarge:
+            self.unsupported(ptr, kw, f"the strings it admits need an automaton of more than {MAX_TERMINAL_STATES:,} "
+                                      "states (gad's budget for one terminal)")
+            return "*"
+        except Exception:  # noqa: BLE001 - anything else is reported by the grammar's validation, as before
+            pass
+        return content
 
     def length_string(self, unit: str, lo: int, hi: int | None, pp: dict, ptr: str) -> str | _Chunked | None:
         """Content of ``lo``..``hi`` units, each matching ``unit`` (a chain of chunk terminals over

@@ -483,3 +483,17 @@ def test_large_string_enum_is_budgeted_by_its_trie():
     c = Checker(s)
     for value in ({"code": "005-017"}, {"code": "015-100"}, {"code": "016-001"}, {"code": "005-17"}, {"code": 5}):
         assert c.accepts_value(value) is oracle(s, value), value
+
+
+def test_pattern_over_the_automaton_budget_names_its_pointer():
+    """A pattern whose automaton is over gad's budget (a search for ``a`` followed by 14 more a/b at the
+    end: 2^15 states) is refused at its pointer and keyword, as every constraint gad cannot express,
+    and ``lenient`` drops it with a warning (the grammar's refusal named a line of generated text)."""
+    s = {"type": "object", "properties": {"x": {"type": "string", "pattern": "a[ab]{14}$"}, "n": {"type": "integer"}}}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(s)
+    assert (e.value.pointer, e.value.keyword) == ("/properties/x", "pattern")
+    with pytest.warns(UserWarning, match="pattern"):
+        c = Checker(s, lenient=True)
+    assert [(d.pointer, d.keyword) for d in c.sg.dropped] == [("/properties/x", "pattern")]
+    assert c.accepts('{"x":"zzz","n":1}') and not c.accepts('{"x":"zzz","n":"1"}')
