@@ -1174,6 +1174,7 @@ class _Gen:
         out = _Parts()
         one_of = kw == "oneOf"
         objs: list[tuple[str, bool, Any, str]] = []
+        strings_joined = False  # string branches united into one terminal
         for p, bptr in alts:
             for lit in p.lits:
                 if lit in out.lits and one_of:
@@ -1200,6 +1201,7 @@ class _Gen:
                         self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr} overlap "
                                                    "(oneOf is exact only over disjoint branches)")
                     out.string = "*" if "*" in (out.string, p.string) else f"(?:{out.string}|{p.string})"
+                    strings_joined = True
             if p.number is not None:
                 if out.number is None:
                     out.number = p.number
@@ -1244,6 +1246,11 @@ class _Gen:
                 self.unsupported(uptr, kw, f"branches {out.where[kind]} and {bptr} both admit arrays; a union "
                                            "of two arrays schemas is not supported")
                 self.widen(out, kind, uptr, base)
+        if (strings_joined and isinstance(out.string, str) and out.string != "*"
+                and self.fitting(out.string, uptr, kw) == "*"):
+            # lenient: the strings the node admits without this union (drops the keyword, never narrows)
+            wide = self.parts(None, uptr, base) if base is not None else None
+            out.string = wide.string if wide is not None and wide.string is not None else "*"
         if objs:
             self.combine_objects(out, objs, kw, uptr, base)
         return out

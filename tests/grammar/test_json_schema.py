@@ -497,3 +497,17 @@ def test_pattern_over_the_automaton_budget_names_its_pointer():
         c = Checker(s, lenient=True)
     assert [(d.pointer, d.keyword) for d in c.sg.dropped] == [("/properties/x", "pattern")]
     assert c.accepts('{"x":"zzz","n":1}') and not c.accepts('{"x":"zzz","n":"1"}')
+
+
+def test_string_union_over_the_automaton_budget_names_the_union():
+    """Two string branches that each fit the automaton budget but whose union does not: refused at the
+    union's pointer and keyword; ``lenient`` drops the union: its strings become those the node admits
+    without it (any string here)."""
+    s = {"anyOf": [{"type": "string", "pattern": "a[ab]{11}$"}, {"type": "string", "pattern": "b[ab]{11}$"}]}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(s)
+    assert (e.value.pointer, e.value.keyword) == ("", "anyOf")
+    with pytest.warns(UserWarning, match="anyOf"):
+        c = Checker(s, lenient=True)
+    assert [(d.pointer, d.keyword) for d in c.sg.dropped] == [("", "anyOf")]
+    assert c.accepts('"zz"') and c.accepts('"a"') and c.accepts('"' + "a" * 12 + '"')
