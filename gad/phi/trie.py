@@ -98,7 +98,9 @@ class PhiTrie:
         visit counts and sums are rebuilt from the parent column and Φ̂ recomputed (:meth:`recompute`).
         Nothing else can be cut short in a way that matters: :meth:`expand` sets ``M`` last (a node
         is expanded once it is set), and :meth:`update_path` only lowers Φ̂ values that
-        :meth:`recompute` makes again.  Returns whether there was anything to repair."""
+        :meth:`recompute` makes again.  :meth:`add_child` repairs first when it finds such a node (a
+        caller that goes on after the interrupt), so there is never more than one.  Returns whether
+        there was anything to repair."""
         if self._complete():
             return False
         n = len(self._child) + 1  # the nodes made to the end (a cut-short one is the newest)
@@ -122,6 +124,9 @@ class PhiTrie:
         c = self._child.get(key)
         if c is not None:
             return c
+        n = len(self.parent)
+        if len(self.next) != n or len(self._child) != n - 1:  # an earlier creation was cut short
+            self.repair()  # (parent first and next last in _append; the child dict last in here)
         if not 0.0 <= p <= 1.0 + 1e-9:
             raise InvalidArgumentError(f"child probability must be in [0, 1], got {p}")
         p = min(p, 1.0)
