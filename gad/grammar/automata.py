@@ -164,6 +164,11 @@ def note_int_range(regexp: str, lo: int, hi: int) -> str:
     return regexp
 
 
+def int_range_of(regexp: str) -> tuple[int, int] | None:
+    """The bounds :func:`note_int_range` recorded for ``regexp``, or None."""
+    return _INT_RANGES.get(regexp)
+
+
 def int_range_fsm(lo: int, hi: int) -> interegular.FSM:
     """The minimal automaton of the JSON integer spellings (RFC 8259: an optional ``-``, no leading
     zeros; ``-0`` is zero) of the values in ``[lo, hi]`` (``lo <= hi``), over an alphabet of the ten

@@ -128,6 +128,7 @@ from gad.grammar.automata import (
     budgeted,
     fsm_regex,
     greedy_regex,
+    int_range_of,
     minimize,
     note_int_range,
     regex_fsm,
@@ -396,6 +397,21 @@ def _int_range(lo: int | None, hi: int | None) -> str | None:
     rx = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
     # (both bounds known: its automaton is built from them, not from this text)
     return note_int_range(rx, lo, hi) if lo is not None and hi is not None else rx
+
+
+_INT_RANGE_LINE = re.compile(r"^// gad:int-range (-?[0-9]{1,400}) (-?[0-9]{1,400})$", re.M)
+
+
+def note_int_ranges(text: str) -> None:
+    """Record the integer ranges grammar text written by :func:`convert` names in its
+    ``// gad:int-range LO HI`` comment lines (Lark ignores them), so that their terminals' automata are
+    built from the bounds (:func:`gad.grammar.automata.int_range_fsm`) in any process that reads the
+    text, not only the one that converted the schema.  Each range's regexp is made again here: a
+    line can only record a regexp together with its true bounds."""
+    for lo, hi in _INT_RANGE_LINE.findall(text):
+        a, b = int(lo), int(hi)
+        if a <= b:
+            _int_range(a, b)  # (records it: note_int_range)
 
 
 def _nonneg_decimal(ylo: int | None, ylo_x: bool, yhi: int | None, yhi_x: bool) -> str | None:
@@ -1812,8 +1828,10 @@ class _Gen:
         fmt = flat.get("format")
         if integer and fmt in _INT_FORMATS:
             flo, fhi = _INT_FORMATS[fmt]
-            lo = flo if lo is None or lo < flo else lo
-            hi = fhi if hi is None or hi > fhi else hi
+            if lo is None or lo < flo:  # (the format's bound is inclusive, whatever the schema's was)
+                lo, lo_x = flo, False
+            if hi is None or hi > fhi:
+                hi, hi_x = fhi, False
         for v, kw in ((lo, "minimum"), (hi, "maximum")):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise InvalidSchemaError(f"{kw} must be a finite number, got {v!r}", pointer=pp.get(kw, ptr))
@@ -2316,6 +2334,9 @@ class _Gen:
                     used.update(a.split())
         for tname, rx in self.term_defs:
             if tname.partition(".")[0] in used:  # (a name may carry a priority: NAME.2)
+                rng = int_range_of(rx)
+                if rng is not None:  # (read back by note_int_ranges, in any process)
+                    lines.append(f"// gad:int-range {rng[0]} {rng[1]}")
                 lines.append(f"{tname}: /{rx}/")
         for tname, lit in self.lit_defs:
             if tname in used:

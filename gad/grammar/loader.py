@@ -308,6 +308,8 @@ class Grammar:
         else:
             lark_text = text
             start = start or "start"
+            if "// gad:int-range" in text:  # a JSON Schema's grammar: its integer ranges' bounds
+                json_schema.note_int_ranges(text)
         if kind == "ebnf":
             _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
@@ -322,6 +324,16 @@ class Grammar:
     def lark(self) -> Lark:
         """The Lark LALR parser (contextual lexer, ``maybe_placeholders=False``), built once."""
         return _build_lark(self.lark_text, self.start, self.path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without Lark's parser and the parser tables (made again on first use: Lark's
+        action objects are compared by identity, which a pickled copy would not keep)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("lark", "tables")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if "// gad:int-range" in self.lark_text:  # (as from_string: in this process too)
+            json_schema.note_int_ranges(self.lark_text)
 
     @cached_property
     def tables(self) -> ParserTables:
@@ -398,8 +410,8 @@ class Grammar:
         if prebuilt is None:
             return None
         terminals, rules, ignore = prebuilt
-        if any("(?P" in t.pattern.to_regexp() for t in terminals):
-            return None
+        if any(_INLINE_GROUP.search(t.pattern.to_regexp()) for t in terminals):
+            return None  # (a named group or a flag: only Lark's combined scanner tells if it compiles)
         try:
             validate_terminals(terminals, ignore)
         except LexError:
@@ -509,11 +521,12 @@ class Grammar:
         Raises:
             UnsupportedGrammarError: such a terminal (path:line:column of the literal when found).
         """
-        if getattr(parser, "_gad_prebuilt", False) and not any("(?P" in t.pattern.to_regexp()
+        if getattr(parser, "_gad_prebuilt", False) and not any(_INLINE_GROUP.search(t.pattern.to_regexp())
                                                                 for t in parser.terminals):
             # plain BNF names every terminal itself (valid group names, checked by compile_plain) and
-            # each pattern compiled alone (validate_terminals): the combined pattern compiles too, so
-            # Lark may build it when a parse first needs it
+            # each pattern compiled alone (validate_terminals): without groups of their own (a name,
+            # a global flag) the combined pattern compiles too, so Lark may build it when a parse
+            # first needs it
             return
         lexer = parser.parser.lexer
         # the root lexer's scanner holds every terminal's pattern (each wrapped in its own named
@@ -622,6 +635,10 @@ class Grammar:
                 f"the language is empty: start rule {user!r} derives no finite string",
                 **self._err_pos(self.start, source_text, positions))
 
+
+# a named group or a global flag, (?i), in a terminal's regexp: Lark's combined scanner may refuse
+# it where the regexp alone compiles (scoped flags, (?i:...), as Lark writes a literal's, are fine)
+_INLINE_GROUP = re.compile(r"(?<!\\)\(\?(?:P|[aiLmsux]+\))")
 
 _EMPTY: dict[int, tuple[object, bool]] = {}  # id(fsm) -> (fsm, whether its language is empty)
 

@@ -109,8 +109,14 @@ def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], 
         raise LexError(f"Ignore terminals are not defined: {set(ignore) - names}")
 
 
+_ODD_SPACE = re.compile(r"[^\S \t]")  # white space other than spaces and tabs (Lark's grammar refuses it)
+
+
 def _alternatives(body: str) -> list[list[tuple[str, bool]]] | None:
-    """``[[(name, optional), ...], ...]`` of ``a b? | c``, or None outside plain BNF."""
+    """``[[(name, optional), ...], ...]`` of ``a b? | c``, or None outside plain BNF (symbols are
+    separated by spaces and tabs only: Lark reads a form feed or a no-break space otherwise)."""
+    if _ODD_SPACE.search(body):
+        return None
     alts = []
     for part in body.split("|"):
         syms = []

@@ -90,7 +90,7 @@ class ParserTables:
         by_name = {t.name: t for t in terminals}
         ranked = sorted(terminals, key=lexer_order)
         rank = {t.name: i for i, t in enumerate(ranked)}
-        ign = [n for n in ignore if n in by_name]
+        ign = list(dict.fromkeys(n for n in ignore if n in by_name))  # (a repeated %ignore line: once, as Lark's set)
         seen: dict[frozenset[str], list[TerminalDef]] = {}
         contexts: dict[int, list[TerminalDef]] = {}
         for state, acts in table.states.items():

@@ -68,6 +68,9 @@ def test_converter_regexps_get_the_direct_automaton() -> None:
     {"type": "integer", "format": "int64"},
     {"type": "integer", "format": "int32", "minimum": -7},
     {"type": "object", "properties": {"n": {"type": "integer", "format": "int64", "maximum": 10 ** 12}}},
+    # an exclusive bound beyond the format's: the format's own bound is inclusive
+    {"type": "integer", "format": "int64", "exclusiveMaximum": 2 ** 63, "exclusiveMinimum": -(2 ** 63) - 1},
+    {"type": "integer", "format": "int32", "exclusiveMaximum": 2 ** 40},
 ])
 def test_int64_schemas_compile_and_agree_with_jsonschema(schema: dict) -> None:
     c = SchemaChecker(schema)
@@ -76,3 +79,32 @@ def test_int64_schemas_compile_and_agree_with_jsonschema(schema: dict) -> None:
     for v in values:
         value = {"n": v} if schema["type"] == "object" else v
         assert c.accepts_value(value) is schema_oracle(schema, value), value
+
+
+def test_a_schema_grammar_read_or_unpickled_in_a_fresh_process_keeps_its_integer_ranges(tmp_path) -> None:
+    """The grammar text names its integer ranges' bounds (``// gad:int-range LO HI`` lines), so another
+    process reading the text, or unpickling the grammar, builds their automata from the bounds too
+    (interegular's construction of an int64 range is over the budget: a refusal there before)."""
+    import pickle
+    import subprocess
+    import sys
+
+    from gad.grammar import Grammar
+
+    g = Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "integer", "format": "int64"}}})
+    assert f"// gad:int-range {INT64[0]} {INT64[1]}" in g.lark_text
+    (tmp_path / "g.lark").write_text(g.lark_text)
+    (tmp_path / "g.pkl").write_bytes(pickle.dumps(g))
+    code = (
+        "import pickle, sys, gad\n"
+        "from gad.grammar import Grammar\n"
+        "from gad.testing.schemas import BYTES\n"
+        "for g in (Grammar.from_string(open(sys.argv[1]).read()), pickle.load(open(sys.argv[2], 'rb'))):\n"
+        "    m = gad.compile(g, BYTES, cache_dir=False).matcher()\n"
+        "    assert m.accept_bytes(b'{\"a\":-9223372036854775808}') and m.is_accepting()\n"
+        "    m = gad.compile(g, BYTES, cache_dir=False).matcher()\n"
+        "    assert not (m.accept_bytes(b'{\"a\":9223372036854775808}') and m.is_accepting())\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g.lark"), str(tmp_path / "g.pkl")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

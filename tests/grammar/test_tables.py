@@ -6,7 +6,7 @@ import lark
 import pytest
 
 import gad
-from gad.errors import GrammarConflictError
+from gad.errors import GrammarConflictError, GrammarError, UnsupportedGrammarError
 from gad.grammar import json_schema, regex
 from gad.grammar.loader import builtin_names
 from gad.grammar.tables import ParserTables
@@ -20,6 +20,8 @@ HAND_WRITTEN = [
     # a keyword inside a NAME regex (Lark's "unless" rule), literals of equal width
     "start: stmt\n    | start SEMI stmt\nstmt: IF NAME\n    | NAME EQ NAME\nIF: \"if\"\nNAME: /[a-z]+/\n"
     "EQ: \"=\"\nSEMI: \";\"\nWS: /[ \\t]+/\n%ignore WS\n",
+    # the same %ignore twice (Lark's contexts hold it once; a second copy changed the lexer's winners)
+    "start: T1\nT0.-1: /[ab]*c/\nT1.-1: \"c\"\n%ignore T0\n%ignore T0\n",
 ]
 
 
@@ -62,3 +64,20 @@ def test_named_group_terminal_goes_through_lark() -> None:
     g = gad.Grammar.from_string("start: A\nA: /(?P<x>a)b/\n")
     assert "lark" in g.__dict__
     assert g.parses("ab") and not g.parses("a")
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\xa0", "\r", "\u2028", "\x1f"])
+def test_odd_white_space_between_symbols_is_lark_s_to_refuse(sep: str) -> None:
+    """Plain BNF separates symbols by spaces and tabs; other white space goes to Lark, which refuses it
+    (the plain reading split on any white space and took such a grammar)."""
+    with pytest.raises(GrammarError):
+        gad.Grammar.from_string(f'start: A{sep}B\nA: "a"\nB: "b"\n')
+
+
+def test_a_global_flag_in_a_terminal_is_checked_by_lark_s_scanner() -> None:
+    """``(?i)`` inside a terminal compiles alone but not in Lark's combined scanner: refused with a
+    typed error at load (it was accepted, and ``parses`` raised re.error); a scoped flag is fine."""
+    with pytest.raises(UnsupportedGrammarError):
+        gad.Grammar.from_string('start: A B\nA: /(?i)a/\nB: "b"\n')
+    g = gad.Grammar.from_string('start: A B\nA: /a/i\nB: "b"\n')
+    assert "lark" not in g.__dict__ and g.parses("Ab") and not g.parses("ab ")
