@@ -511,3 +511,17 @@ def test_string_union_over_the_automaton_budget_names_the_union():
         c = Checker(s, lenient=True)
     assert [(d.pointer, d.keyword) for d in c.sg.dropped] == [("", "anyOf")]
     assert c.accepts('"zz"') and c.accepts('"a"') and c.accepts('"' + "a" * 12 + '"')
+
+
+@pytest.mark.parametrize("schema,values", [
+    ({"enum": ['"', "a", 'q"\\']}, ['"', "a", 'q"\\', "q", '\\"']),
+    ({"const": 'say "hi"'}, ['say "hi"', "say hi"]),
+    ({"type": "string", "pattern": '"'}, ['a"b', "ab"]),
+    ({"type": "string", "pattern": '^[a"]+$', "maxLength": 5}, ['a"a', 'a"a"a"', "b"]),
+    ({"type": "object", "patternProperties": {'^k"': {"type": "integer"}}}, [{'k"x': 1}, {'k"x': "s"}, {"k": "s"}]),
+])
+def test_strings_holding_a_quote_agree_with_jsonschema(schema, values):
+    """A regex terminal with an escaped backslash right before a quote (an enum value, a const or a
+    pattern holding ``"``) is written so that Lark reads it back as written (``\\x22``): Lark's escaping
+    turned ``\\\\"`` into a bare quote, and such values were never accepted."""
+    agree_with_jsonschema(schema, values)
