@@ -288,14 +288,11 @@ class TerminalAutomaton:
         chain: tuple[bytes, tuple[int, ...]] | None | bool = False  # (False: found on first use)
         if text is not None and text.isascii() and len(fsm.states) == len(text) + 1:
             # an ASCII literal's automaton of n + 1 states (words_fsm's chain; an integer range's
-            # for a number literal) has only live states and reads no non-ASCII character; when it
-            # is the plain chain 0 .. n, that is its chain
+            # for a number literal) has only live states and reads no non-ASCII character, so its
+            # chain (or None) is known now
             live = set(fsm.states)
             nonascii: frozenset[str] = frozenset()
-            n = len(text)
-            if (fsm.initial == 0 and set(fsm.finals) == {n}
-                    and len(fsm.alphabet._symbol_mapping) == len(set(text)) + 1):
-                chain = cls._chain_of(fsm, text) or False
+            chain = cls._chain_of(fsm, text)
         else:
             live = coreachable(fsm)  # the states from which a final state can be reached
             nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
@@ -307,21 +304,6 @@ class TerminalAutomaton:
         out = cls(name, regexp, fsm, frozenset(live), nonascii)
         out._chain = chain
         return out
-
-    @staticmethod
-    def _chain_of(fsm: interegular.FSM, text: str) -> tuple[bytes, tuple[int, ...]] | None:
-        """:meth:`chain` of the automaton of ASCII literal ``text`` whose states are ``0 .. n``, the
-        initial one 0 and the final one ``n``: its moves are checked to step ``0, 1, ..., n`` (one per
-        state) as :meth:`_find_chain` does, without its other checks (what the caller checked)."""
-        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
-        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
-        for q, ch in enumerate(text):
-            row = moves.get(q)
-            if row is None or len(row) != 1 or row.get(sym.get(ch, -1)) != q + 1:
-                return None
-        if moves.get(len(text)):
-            return None
-        return text.encode("ascii"), tuple(range(len(text) + 1))
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
@@ -357,7 +339,12 @@ class TerminalAutomaton:
         text = literal_text(self.regexp)
         if text is None or not text.isascii() or self.nonascii:
             return None
-        fsm = self.fsm
+        return self._chain_of(self.fsm, text)
+
+    @staticmethod
+    def _chain_of(fsm: interegular.FSM, text: str) -> tuple[bytes, tuple[int, ...]] | None:
+        """:meth:`chain` of ``fsm``, the automaton of ASCII literal ``text``: None unless it is exactly
+        the chain of ``len(text) + 1`` states the text steps through, one alphabet class per character."""
         n = len(text)
         sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
         if len(fsm.states) != n + 1 or len(sym) != len(set(text)) + 1 or len(set(sym.values())) != len(sym):
