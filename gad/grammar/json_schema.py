@@ -140,6 +140,7 @@ from gad.grammar.regex_ast import (
     branches,
     distribute_branch,
     has_anchor,
+    lark_regexp,
     nullable,
     plain_group,
     splice_groups,
@@ -397,28 +398,6 @@ def _int_range(lo: int | None, hi: int | None) -> str | None:
     rx = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
     # (both bounds known: its automaton is built from them, not from this text)
     return note_int_range(rx, lo, hi) if lo is not None and hi is not None else rx
-
-
-def _lark_regexp(rx: str) -> str:
-    """``rx`` as the body of a Lark ``/.../`` literal that Lark reads back as ``rx``: a quote right after
-    an escaped backslash (``\\\\"``: a backslash, then a quote) is written ``\\x22``, since Lark's
-    escaping turns ``\\"`` into a bare quote (an enum value holding ``"`` was never accepted)."""
-    if '\\"' not in rx:
-        return rx
-    out = []
-    i, n = 0, len(rx)
-    while i < n:
-        c = rx[i]
-        if c == "\\" and i + 1 < n:
-            out.append(rx[i:i + 2])
-            i += 2
-            if rx[i - 1] == "\\" and i < n and rx[i] == '"':
-                out.append("\\x22")
-                i += 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 _INT_RANGE_LINE = re.compile(r"^// gad:int-range (-?[0-9]{1,400}) (-?[0-9]{1,400})$", re.M)
@@ -2359,7 +2338,7 @@ class _Gen:
                 rng = int_range_of(rx)
                 if rng is not None:  # (read back by note_int_ranges, in any process)
                     lines.append(f"// gad:int-range {rng[0]} {rng[1]}")
-                lines.append(f"{tname}: /{_lark_regexp(rx)}/")
+                lines.append(f"{tname}: /{lark_regexp(rx)}/")
         for tname, lit in self.lit_defs:
             if tname in used:
                 lines.append(f'{tname}: "{lit}"')

@@ -78,6 +78,29 @@ def contains(ranges: Ranges, o: int) -> bool:
     return any(lo <= o <= hi for lo, hi in ranges)
 
 
+def lark_regexp(rx: str) -> str:
+    """``rx`` as the body of a Lark ``/.../`` literal that Lark reads back as ``rx``.  Lark's
+    ``eval_escaping`` turns a backslash-quote into a bare quote, so a quote right after an escaped
+    backslash (regex ``\\\\"``: a backslash, then a quote) would lose its backslash: it is written
+    ``\\x22``, which Lark reads as the quote."""
+    if '\\"' not in rx:
+        return rx
+    out = []
+    i, n = 0, len(rx)
+    while i < n:
+        c = rx[i]
+        if c == "\\" and i + 1 < n:
+            out.append(rx[i:i + 2])
+            i += 2
+            if rx[i - 1] == "\\" and i < n and rx[i] == '"':
+                out.append("\\x22")
+                i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def rx_lit(s: str) -> str:
     """``s`` as a regex literal usable inside a Lark ``/.../`` terminal."""
     out = []

@@ -39,6 +39,14 @@ def test_regex_agrees_with_fullmatch(pattern, texts):
         assert accepts(pattern, t) is (re.fullmatch(pattern, t) is not None), (pattern, t)
 
 
+@pytest.mark.parametrize("pattern", [r'a\\"b', r'(\\")+', r'[\\"]\\"'])
+def test_regex_with_a_backslash_before_a_quote_agrees_with_fullmatch(pattern):
+    """A backslash right before a quote in the regex's text (``\\\\"``) reaches Lark as written
+    (``gad.grammar.regex_ast.lark_regexp``): Lark's escaping dropped that backslash before."""
+    for t in ['a\\"b', 'a"b', '\\"', '\\"\\"', '"\\"', '""', "\\\\"]:
+        assert accepts(pattern, t) is (re.fullmatch(pattern, t) is not None), (pattern, t)
+
+
 def test_regex_errors_are_typed():
     with pytest.raises(GrammarSyntaxError):
         Grammar.from_regex("a(")
