@@ -409,6 +409,8 @@ def note_int_ranges(text: str) -> None:
     built from the bounds (:func:`gad.grammar.automata.int_range_fsm`) in any process that reads the
     text, not only the one that converted the schema.  Each range's regexp is made again here: a
     line can only record a regexp together with its true bounds."""
+    if "// gad:int-range" not in text:
+        return
     for lo, hi in _INT_RANGE_LINE.findall(text):
         a, b = int(lo), int(hi)
         if a <= b:

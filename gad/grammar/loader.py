@@ -308,8 +308,7 @@ class Grammar:
         else:
             lark_text = text
             start = start or "start"
-            if "// gad:int-range" in text:  # a JSON Schema's grammar: its integer ranges' bounds
-                json_schema.note_int_ranges(text)
+            json_schema.note_int_ranges(text)  # (a JSON Schema's grammar names its integer ranges)
         if kind == "ebnf":
             _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
@@ -332,8 +331,7 @@ class Grammar:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if "// gad:int-range" in self.lark_text:  # (as from_string: in this process too)
-            json_schema.note_int_ranges(self.lark_text)
+        json_schema.note_int_ranges(self.lark_text)  # (as from_string: in this process too)
 
     @cached_property
     def tables(self) -> ParserTables:
