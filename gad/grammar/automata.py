@@ -9,6 +9,7 @@ automata (:func:`budgeted` products, :func:`minimize`) and writes the result bac
 
 from __future__ import annotations
 
+import _sre  # (re's engine: its simple lower-case mapping)
 import re
 import threading
 from collections import OrderedDict
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import interegular
 import interegular.fsm as _ifsm
+import interegular.patterns as _ipat
 
 from gad.grammar.regex_ast import MAX_CP, complement, norm, ranges_text, rx_lit
 
@@ -39,6 +41,95 @@ class AutomatonTooLarge(Exception):
 
 
 _crawl_lock = threading.RLock()
+
+
+# Case-insensitive character groups, as Python's ``re`` reads them (Lark's ``"select"i`` and
+# ``/.../i`` become ``(?i:...)``, matched by ``re``).  interegular widens each character to its
+# ``str.lower()`` and ``str.upper()``: that adds two-character "symbols" (``"ß".upper() == "SS"``,
+# which broke the lexer's alphabet scan) and misses what ``re`` matches besides (``ẞ`` for ``ß``,
+# the Kelvin sign for ``k``, ``ſ`` for ``s``, dotted and dotless ``i``).  gad widens a group to the
+# characters ``re.fullmatch("(?i)" + re.escape(x), c)`` accepts instead, then lets interegular
+# build it without the flag; the candidates are the characters whose lower or upper case equals
+# ``x``'s (sre's rule, with its fixed equivalences, stays inside that set).
+# what ``re`` adds to an ASCII letter's two cases under IGNORECASE (checked against the full scan
+# of :func:`_case_index` by tests/grammar/test_case_insensitive.py), so that ``"select"i`` needs no scan
+ASCII_CASE_EXTRA = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
+_CASE_INDEX: dict[str, dict[str, set[str]]] | None = None
+
+
+def _simple_lower(c: str) -> str:
+    """``c``'s one-character lower case as ``re`` takes it (Unicode's simple mapping: ``İ`` → ``i``,
+    where ``str.lower`` gives two characters); ``c.lower()`` where the interpreter has no such call."""
+    tolower = getattr(_sre, "unicode_tolower", None)
+    return chr(tolower(ord(c))) if tolower is not None else c.lower()
+
+_CASE_MEMO: dict[str, frozenset[str]] = {}
+
+
+def _case_index() -> dict[str, dict[str, set[str]]]:
+    """Every code point by its one-character lower and upper case (built once, ~0.3 s)."""
+    global _CASE_INDEX
+    if _CASE_INDEX is None:
+        lower: dict[str, set[str]] = {}
+        upper: dict[str, set[str]] = {}
+        for cp in range(MAX_CP + 1):
+            c = chr(cp)
+            lo, up = _simple_lower(c), c.upper()
+            if lo != c or up != c:
+                lower.setdefault(lo, set()).add(c)
+                upper.setdefault(up, set()).add(c)
+        _CASE_INDEX = {"lower": lower, "upper": upper}
+    return _CASE_INDEX
+
+
+def case_class(x: str) -> frozenset[str]:
+    """The characters Python's ``re`` matches for the one character ``x`` under ``IGNORECASE``
+    (``x`` included): ``case_class("k") == {"k", "K", "\u212a"}``."""
+    hit = _CASE_MEMO.get(x)
+    if hit is not None:
+        return hit
+    if x.isascii():
+        out = frozenset({x, x.lower(), x.upper(), *ASCII_CASE_EXTRA.get(x.lower(), "")})
+    else:
+        idx = _case_index()
+        cands: set[str] = set()
+        todo = [x]
+        while todo:  # (closed under both cases: İ's lower case is i, whose upper case I is ı's)
+            c = todo.pop()
+            if c in cands or len(c) != 1:
+                continue
+            cands.add(c)
+            lo, up = _simple_lower(c), c.upper()
+            todo += [lo, up, *idx["lower"].get(lo, ()), *idx["upper"].get(up, ())]
+        pat = re.compile("(?i)" + re.escape(x))
+        out = frozenset(c for c in cands if len(c) == 1 and pat.fullmatch(c))
+    _CASE_MEMO[x] = out
+    return out
+
+
+def _widened(group: Any) -> Any:
+    return _ipat._CharGroup(frozenset().union(*map(case_class, group.chars)), group.negated)
+
+
+_ORIG_GROUP_ALPHABET = _ipat._CharGroup._get_alphabet
+_ORIG_GROUP_FSM = _ipat._CharGroup.to_fsm
+
+
+def _group_alphabet(self: Any, flags: Any) -> Any:
+    if flags & _ipat.REFlags.CASE_INSENSITIVE:
+        return _ORIG_GROUP_ALPHABET(_widened(self), flags & ~_ipat.REFlags.CASE_INSENSITIVE)
+    return _ORIG_GROUP_ALPHABET(self, flags)
+
+
+def _group_fsm(self: Any, alphabet: Any = None, prefix_postfix: Any = None, flags: Any = None) -> Any:
+    flags = _ipat.REFlags(0) if flags is None else flags
+    if flags & _ipat.REFlags.CASE_INSENSITIVE:
+        return _ORIG_GROUP_FSM(_widened(self), alphabet, prefix_postfix, flags & ~_ipat.REFlags.CASE_INSENSITIVE)
+    return _ORIG_GROUP_FSM(self, alphabet, prefix_postfix, flags)
+
+
+_ipat._CharGroup._get_alphabet = _group_alphabet  # type: ignore[method-assign]
+_ipat._CharGroup.to_fsm = _group_fsm  # type: ignore[method-assign]
 T = TypeVar("T")
 _ORIG_CRAWL = _ifsm.crawl
 
