@@ -256,8 +256,32 @@ def note_int_range(regexp: str, lo: int, hi: int) -> str:
 
 
 def int_range_of(regexp: str) -> tuple[int, int] | None:
-    """The bounds :func:`note_int_range` recorded for ``regexp``, or None."""
-    return _INT_RANGES.get(regexp)
+    """The bounds :func:`note_int_range` recorded for ``regexp``, or for the last branch of
+    ``regexp`` when it is a union ``(?:A|B)`` with ``B`` a recorded range (see
+    :func:`int_range_union`); None when neither."""
+    rng = _INT_RANGES.get(regexp)
+    if rng is None:
+        split = int_range_union(regexp)
+        rng = None if split is None else _INT_RANGES.get(split[1])
+    return rng
+
+
+def int_range_union(regexp: str) -> tuple[str, str] | None:
+    """``(A, B)`` where ``regexp`` is ``(?:A|B)`` with ``B`` an integer range that
+    :func:`note_int_range` recorded (a number whose integer spellings are bounded, beside the
+    fractions: ``{"type": "number", "format": "int64"}``), else None.  Its automaton is ``A``'s
+    united with ``B``'s built from the bounds.  The split is at the top level of ``regexp``: a
+    ``|`` inside a group or a class of ``A`` would leave ``A`` unbalanced, which
+    :func:`regex_fsm` then refuses."""
+    if not (regexp.startswith("(?:") and regexp.endswith(")")) or not _INT_RANGES:
+        return None
+    inner = regexp[3:-1]
+    i = inner.find("|")
+    while i > 0:
+        if inner[i + 1:] in _INT_RANGES:
+            return inner[:i], inner[i + 1:]
+        i = inner.find("|", i + 1)
+    return None
 
 
 def int_range_fsm(lo: int, hi: int) -> interegular.FSM:
@@ -359,6 +383,19 @@ def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
         if len(direct.states) > max_states:
             raise AutomatonTooLarge
         return direct
+    union = int_range_union(regexp)
+    if union is not None:
+        try:
+            a: interegular.FSM | None = _build_fsm(union[0], max_states)
+        except AutomatonTooLarge:
+            raise
+        except Exception:  # noqa: BLE001 - not a top-level split after all: A is no regexp alone
+            a = None
+        if a is not None:
+            b = _build_fsm(union[1], max_states)
+            both = budgeted(lambda: a | b, max_states)
+            small = minimize(both)
+            return both if small is None else small
     words = literal_words(regexp)
     if words is not None:
         trie = words_fsm(words)  # (linear in the words' length: a regexp is at most MAX_REGEX_CHARS)

@@ -59,7 +59,8 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   (RFC 3339, with month lengths and leap years), email (dot-atom ``@`` hostname), uri (RFC 3986
   scheme ``:`` then URI characters / %-escapes), uuid, ipv4, ipv6 (RFC 4291 text forms), hostname
   (RFC 1123 labels of 1-63 characters; the 253-character total is not enforced), int32 / int64 on
-  integers.  Two or three of pattern / length / format on one string are an automaton
+  integers, and on numbers for the values written as integers (a fraction or an exponent makes a
+  float, which the format leaves alone, as ``jsonschema`` reads it).  Two or three of pattern / length / format on one string are an automaton
   intersection: a pattern ``C*`` / ``C+`` over a class of plain characters under a length is
   ``C{lo,hi}`` (chunked like a length); otherwise the product automaton is minimised and written
   back as one regex (state elimination, re-parsed and checked equivalent), or refused when it is
@@ -466,6 +467,8 @@ def _number_range(lo: float | None, lo_x: bool, hi: float | None, hi_x: bool) ->
 # Numbers under a non-integer bound or multipleOf are spelled without exponent (as other bounded
 # numbers are), and compared exactly as decimals (not in binary floating point).
 _N_SPELL = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
+# the numbers written with a fraction or an exponent (JSON_NUMBER less the integers)
+_N_FRACTION = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+\-]?[0-9]+)?|[eE][+\-]?[0-9]+)"
 _NONNEG = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"
 _MAX_MULTIPLE = 1000  # multipleOf a * 10^-d with a over this is refused (a DFA with a states per digit)
 
@@ -1829,6 +1832,8 @@ class _Gen:
             if hi is None or flat["exclusiveMaximum"] <= hi:
                 hi, hi_x = flat["exclusiveMaximum"], True
         fmt = flat.get("format")
+        if not integer and fmt in _INT_FORMATS:
+            return self.int_format_number(flat, ptr)
         if integer and fmt in _INT_FORMATS:
             flo, fhi = _INT_FORMATS[fmt]
             if lo is None or lo < flo:  # (the format's bound is inclusive, whatever the schema's was)
@@ -1863,6 +1868,37 @@ class _Gen:
         kw = "multipleOf" if mult is not None else "minimum" if lo is not None and not float(lo).is_integer() \
             else "maximum"
         return self.number_product(parts, mult, pp, ptr, kw)
+
+    def int_format_number(self, flat: dict, ptr: str) -> str | None:
+        """A ``number`` under ``format`` int32 / int64 (OpenAPI's formats, asserted as
+        :func:`format_checker` does): the format bounds the values written as integers (``7``,
+        ``-12``: integers once parsed), not those written with a fraction or an exponent (``7.0``,
+        ``1e3``: floats, which the format leaves alone).  The terminal is ``(?:F|I)``, the fractions
+        ``F`` first (a match of ``F`` is always longer than one of ``I``, so Python's first match is
+        the longest), with ``I`` the integer range whose automaton is built from its bounds
+        (:func:`gad.grammar.automata.int_range_union`)."""
+        ints = self.number_regex(flat, ptr, integer=True)
+        rest = self.number_regex({k: v for k, v in flat.items() if k != "format"}, ptr, integer=False)
+        if rest is None:
+            fracs = None
+        elif rest == JSON_NUMBER:
+            fracs = _N_FRACTION
+        else:
+            ok, fracs = _intersect_content([rest, _N_FRACTION])
+            if not ok:
+                self.unsupported(flat["_ptr"].get("format", ptr), "format", f"format {flat['format']} on a number "
+                                 "beside its other constraints: the automaton is too large to write as one terminal")
+                return rest
+        if fracs is None or ints is None:
+            return fracs if ints is None else ints
+        if int_range_of(ints) is not None:
+            return f"(?:{fracs}|{ints})"
+        joined = _join_numbers(fracs, ints)
+        if joined is None:
+            self.unsupported(flat["_ptr"].get("format", ptr), "format", f"format {flat['format']} on a number: "
+                             "its fractions and integers together are too large to write as one terminal")
+            return rest
+        return joined
 
     def number_product(self, parts: list[Any], mult: float | None, pp: dict, ptr: str, kw: str) -> str | None:
         """The intersection of number regexes (and of the multiples of ``mult``), as one regex."""

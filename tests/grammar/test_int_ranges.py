@@ -108,3 +108,55 @@ def test_a_schema_grammar_read_or_unpickled_in_a_fresh_process_keeps_its_integer
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g.lark"), str(tmp_path / "g.pkl")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+NUMBER_TEXTS = ["0", "7", "-3", "1.5", "1e3", "1E+30", "-1e30", "100.0", "1023", "1024", "1023.5",
+                "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+                "9223372036854775808.0", "9223372036854775808e0", "2147483647", "2147483648", "-2147483649",
+                "-0", "-0.0", "3", "6", "2.5"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "format": "int64"},
+    {"type": "number", "format": "int32"},
+    {"type": "number", "format": "int64", "minimum": 1024},  # (as in MaskBench's Github_hard---o17985)
+    {"type": ["number", "string"], "format": "int32", "maximum": 5},
+    {"type": "number", "format": "int32", "exclusiveMinimum": 1.5, "maximum": 10 ** 10},
+    {"type": "number", "format": "int32", "multipleOf": 0.5, "minimum": 0, "maximum": 3},
+])
+def test_int_format_on_a_number_bounds_its_integer_spellings_only(schema: dict) -> None:
+    """OpenAPI's int32 / int64 on a ``number``, as gad's format checker asserts them: a value written
+    as an integer (an int once parsed) must be in the format's range; one written with a fraction
+    or an exponent (a float) is left alone.  The text decides, so the oracle reads the same text."""
+    import json
+
+    c = SchemaChecker(schema)
+    bounded = any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"))
+    for text in NUMBER_TEXTS:
+        if bounded and "e" in text.lower():  # (bounded numbers are spelled without an exponent: see
+            assert not c.accepts(text), text  # gad.grammar.json_schema's docstring)
+            continue
+        assert c.accepts(text) is schema_oracle(schema, json.loads(text)), text
+
+
+def test_an_int_format_number_read_in_a_fresh_registry_keeps_its_range() -> None:
+    """The union terminal ``(?:fractions|range)`` names its range in a ``// gad:int-range`` line, so a
+    process that only reads the grammar text builds it from the bounds too (interegular's own
+    construction of the int64 range is refused as too large)."""
+    from gad.grammar import Grammar, automata
+    from gad.grammar.automata import int_range_union
+
+    g = Grammar.from_json_schema({"type": "number", "format": "int64"})
+    assert f"// gad:int-range {INT64[0]} {INT64[1]}" in g.lark_text
+    saved = dict(automata._INT_RANGES), dict(automata._FSM_CACHE)
+    automata._INT_RANGES.clear()
+    automata._FSM_CACHE.clear()
+    try:
+        g2 = Grammar.from_string(g.lark_text)
+        (rx,) = [t.pattern.value for t in g2.tables.terminals if t.name.startswith("N_")]
+        assert int_range_union(rx) is not None
+        assert _accepts(regex_fsm(rx), "9223372036854775807") and not _accepts(regex_fsm(rx), "9223372036854775808")
+        assert _accepts(regex_fsm(rx), "9223372036854775808.5")
+    finally:
+        automata._INT_RANGES.update(saved[0])
+        automata._FSM_CACHE.update(saved[1])
