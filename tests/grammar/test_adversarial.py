@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import pickle
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,20 +25,20 @@ from gad.errors import GrammarSyntaxError, InvalidArgumentError, UnsupportedGram
     "start: A\nA: /a{1000000}/\n",                 # a million states
 ])
 def test_exponential_terminal_is_refused_fast(text: str) -> None:
-    t = time.perf_counter()
+    # (refused by the state budget, before the construction runs away: no wall-clock bound here,
+    # a run that hangs is caught by the suite's own limit)
     with pytest.raises(UnsupportedGrammarError) as ei:
         Grammar.from_string(text, path="g.lark")
-    assert time.perf_counter() - t < 10
     assert ei.value.path == "g.lark" and ei.value.line == 2 and ei.value.column == 1
     assert "automaton states" in str(ei.value) and "terminal A" in str(ei.value)
 
 
 def test_gbnf_large_repetitions_load_fast_and_exactly() -> None:
-    t = time.perf_counter()
+    # (inline expansion took 40 s for {500}, minutes for {2,300}: the grammar stays linear in the bounds)
     g = Grammar.from_string('root ::= "a"{500} "b"', kind="ebnf")
     g2 = Grammar.from_string('root ::= "a"{2,300} "b"', kind="ebnf")
     g3 = Grammar.from_string('root ::= "a"{40,} "b"', kind="ebnf")
-    assert time.perf_counter() - t < 15  # inline expansion took 40 s for {500}, minutes for {2,300}
+    assert max(x.lark_text.count("\n") for x in (g, g2, g3)) <= 400
     for n in (0, 1, 2, 39, 40, 41, 300, 301, 499, 500, 501):
         s = "a" * n + "b"
         assert g.parses(s) == (n == 500), n
