@@ -55,6 +55,7 @@ from gad.grammar.automata import (
     literal_words,
     minimize,
     regex_fsm,
+    words_fsm,
 )
 
 DEAD = 0
@@ -238,7 +239,7 @@ class TerminalAutomaton:
 
     name: str
     regexp: str
-    fsm: interegular.FSM
+    _fsm: interegular.FSM | None  # (None: an ASCII literal's chain, made on first use of ``fsm``)
     live: frozenset[int]
     nonascii: frozenset[str]
     _memo: dict[tuple[int, object], int] = field(default_factory=dict, repr=False)
@@ -271,8 +272,34 @@ class TerminalAutomaton:
             _AUTOMATA.pop(next(iter(_AUTOMATA)))
         return a
 
+    @property
+    def fsm(self) -> interegular.FSM:
+        """The automaton (interegular): an ASCII literal's is made on first use (the compiled lexer
+        build reads its chain only), as :func:`gad.grammar.automata.words_fsm` makes it: the chain of
+        states ``0 .. n``."""
+        f = self._fsm
+        if f is None:
+            text = literal_text(self.regexp)
+            assert text is not None  # (only a literal's is left for later)
+            f = self._fsm = words_fsm([text])
+        return f
+
+    @property
+    def initial(self) -> Any:
+        """The automaton's initial state (0 for an ASCII literal, without building its automaton)."""
+        return 0 if self._fsm is None else self._fsm.initial
+
     @classmethod
     def _build(cls, name: str, regexp: str) -> TerminalAutomaton:
+        text = literal_text(regexp)
+        if text is not None and text.isascii() and len(text) < MAX_TERMINAL_STATES:
+            # an ASCII literal (a key of an object, a punctuation mark): its automaton is the chain
+            # of n + 1 states words_fsm makes, states 0 .. n (live, no non-ASCII character), so its
+            # chain is known without building it
+            n = len(text)
+            out = cls(name, regexp, None, frozenset(range(n + 1)), frozenset())
+            out._chain = (text.encode("ascii"), tuple(range(n + 1)))
+            return out
         try:
             fsm = regex_fsm(regexp)
             if len(fsm.states) <= MINIMIZE_STATES and any(c in regexp for c in "*+{"):
@@ -284,26 +311,14 @@ class TerminalAutomaton:
         except Exception as exc:  # noqa: BLE001 - interegular raises many types
             raise UnsupportedGrammarError(
                 f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
-        text = literal_text(regexp)
-        chain: tuple[bytes, tuple[int, ...]] | None | bool = False  # (False: found on first use)
-        if text is not None and text.isascii() and len(fsm.states) == len(text) + 1:
-            # an ASCII literal's automaton of n + 1 states (words_fsm's chain; an integer range's
-            # for a number literal) has only live states and reads no non-ASCII character, so its
-            # chain (or None) is known now
-            live = set(fsm.states)
-            nonascii: frozenset[str] = frozenset()
-            chain = cls._chain_of(fsm, text)
-        else:
-            live = coreachable(fsm)  # the states from which a final state can be reached
-            nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
-                                 if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
+        live = coreachable(fsm)  # the states from which a final state can be reached
+        nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
+                             if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
         if fsm.initial not in live:
             raise UnsupportedGrammarError(f"terminal {name} matches no string ({clip(regexp)!r})")
         if fsm.initial in fsm.finals:
             raise UnsupportedGrammarError(f"terminal {name} matches the empty string ({clip(regexp)!r})")
-        out = cls(name, regexp, fsm, frozenset(live), nonascii)
-        out._chain = chain
-        return out
+        return cls(name, regexp, fsm, frozenset(live), nonascii)
 
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
@@ -462,6 +477,16 @@ class TerminalAutomaton:
         after which the automaton is in a final state (a match); ``moves``: ``(bytes, next state)`` per
         live next state, by first byte."""
         r = self._info.get(state)
+        if r is None and self._fsm is None:  # an ASCII literal's chain, read off its bytes
+            lit = cast(tuple, self._chain)[0]
+            row = [-1] * 0x80
+            if state < len(lit):
+                m = 1 << lit[state]
+                row[lit[state]] = state + 1
+                r = (tuple(row), m, (), m, m if state + 1 == len(lit) else 0, ((m, state + 1),))
+            else:
+                r = (tuple(row), 0, (), 0, 0, ())
+            self._info[state] = r
         if r is None:
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
             live, finals = self.live, self.fsm.finals
@@ -555,6 +580,8 @@ class TerminalAutomaton:
     def nonascii_live(self, state: int) -> bool:
         """Can some non-ASCII character be read from ``state``?"""
         r = self._na.get(state)
+        if r is None and self._fsm is None:  # (an ASCII literal reads none)
+            r = self._na[state] = False
         if r is None:
             # what step() gives for "any other character" and for each non-ASCII character the alphabet names
             trans: dict[Any, Any] = self.fsm.map.get(cast(Any, state), {})
@@ -979,7 +1006,7 @@ class LexerDFA:
             dst.append(j)
 
     def _build(self) -> None:
-        start: tuple[Any, ...] = (tuple(t.fsm.initial for t in self.terms), -1, frozenset(), ())
+        start: tuple[Any, ...] = (tuple(t.initial for t in self.terms), -1, frozenset(), ())
         self._keys: list = [None, start]
         self._index: dict = {start: START}
         # rows[s][b]: the table as tuples of ints (scalar steps; a tuple of ints is not followed by
@@ -1319,7 +1346,7 @@ class LexerDFA:
             self._starts = memo
         i = memo.get(guard)
         if i is None:
-            key = (tuple(t.fsm.initial for t in self.terms), -1, guard, ())
+            key = (tuple(t.initial for t in self.terms), -1, guard, ())
             i = self._index.get(key)
             if i is None:
                 i = self._add(key)
@@ -1433,7 +1460,7 @@ class LexerDFA:
             self.is_start = np.zeros(n, dtype=bool)
             self.is_start[START] = True
         else:
-            init = tuple(t.fsm.initial for t in self.terms)
+            init = tuple(t.initial for t in self.terms)
             starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
             self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \
                 else np.asarray(starts, dtype=bool)

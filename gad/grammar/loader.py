@@ -582,8 +582,10 @@ class Grammar:
             **self._err_pos(first[0], source_text, positions))
 
     def _check_terminals(self, parser: Lark | ParserTables, source_text: str,
-                         positions: dict[str, tuple[int, int]]) -> dict[str, object]:
-        fsms: dict[str, object] = {}
+                         positions: dict[str, tuple[int, int]]) -> dict[str, object | None]:
+        """Each terminal's automaton (None for a plain literal: none is built), after the checks on its
+        size and its features."""
+        fsms: dict[str, object | None] = {}
         if len(parser.terminals) > MAX_TERMINALS:
             raise UnsupportedGrammarError(
                 f"the grammar has {len(parser.terminals):,} terminals, more than gad's limit of {MAX_TERMINALS:,} "
@@ -601,6 +603,9 @@ class Grammar:
                     f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "
                     "(lookarounds, back-references and anchors are not supported)",
                     **self._err_pos(t.name, source_text, positions))
+            if isinstance(t.pattern, PatternStr) and not t.pattern.flags and 0 < len(t.pattern.value) < MAX_TERMINAL_STATES:
+                fsms[t.name] = None  # (a literal: a chain of len + 1 states, not empty; none built)
+                continue
             try:
                 fsms[t.name] = regex_fsm(regexp)
             except AutomatonTooLarge:
@@ -615,9 +620,9 @@ class Grammar:
                     "not supported", **self._err_pos(t.name, source_text, positions)) from None
         return fsms
 
-    def _check_nonempty(self, parser: Lark | ParserTables, fsms: dict[str, object], source_text: str,
+    def _check_nonempty(self, parser: Lark | ParserTables, fsms: dict[str, object | None], source_text: str,
                         positions: dict[str, tuple[int, int]]) -> None:
-        productive: set[str] = {name for name, f in fsms.items() if not _fsm_empty(f)}
+        productive: set[str] = {name for name, f in fsms.items() if f is None or not _fsm_empty(f)}
         rules = list(parser.rules)
         changed = True
         while changed:

@@ -300,8 +300,13 @@ def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
     from gad.grammar.automata import coreachable
 
     t = TerminalAutomaton.build(f"L{abs(hash(text))}", re.escape(text))
-    # (a literal's live states and chain are set when it is built, without the automaton walks)
-    assert t.live == frozenset(coreachable(t.fsm)) and t.chain() == t._find_chain()
+    # (an ASCII literal's live states, chain and ASCII moves are read off its bytes, its automaton
+    # made only on first use: they must be what the automaton gives)
+    lazy = [t.ascii_info(q) for q in range(len(text) + 1)], [t.nonascii_live(q) for q in range(len(text) + 1)]
+    assert t.live == frozenset(coreachable(t.fsm)) and t.chain() == t._find_chain() and t.initial == t.fsm.initial
+    built = TerminalAutomaton(t.name, t.regexp, t.fsm, t.live, t.nonascii)
+    assert lazy == ([built.ascii_info(q) for q in range(len(text) + 1)],
+                    [built.nonascii_live(q) for q in range(len(text) + 1)])
     fast, general = t._chain_tables(), t._general_tables()
     if not text.isascii():
         assert fast is None and t.chain() is None
