@@ -127,9 +127,11 @@ from gad.grammar.automata import (
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     budgeted,
+    clip,
     fsm_regex,
     greedy_regex,
     int_range_of,
+    int_range_union,
     minimize,
     note_int_range,
     regex_fsm,
@@ -658,6 +660,37 @@ _KEYWORDS = frozenset({
 _DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
 
 
+#: the keywords whose value is a count (a non-negative integer, which JSON Schema lets be written 2.0)
+_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                             "minContains", "maxContains"})
+
+
+_ITEM_KEYWORDS = ("prefixItems", "items", "additionalItems")
+
+
+def _item_shape(d: Any) -> tuple[list[Any], Any, str] | None:
+    """``(prefix schemas, schema of the rest, pointer)`` of a flattened schema's array items (as
+    :meth:`_Gen.array_part` reads them), or None when it has no item keyword."""
+    pp = d["_ptr"]
+    if "prefixItems" in d:
+        return list(d["prefixItems"]), d.get("items", True), pp.get("prefixItems", "")
+    if isinstance(d.get("items"), list):
+        return list(d["items"]), d.get("additionalItems", True), pp.get("items", "")
+    if "items" in d:
+        return [], d["items"], pp.get("items", "")
+    return None
+
+
+def _schema_meet(x: Any, y: Any) -> Any:
+    """The schema of both ``x`` and ``y`` (``true`` is the unit)."""
+    return x if y is True else y if x is True else {"allOf": [x, y]}
+
+
+def _whole(v: float) -> bool:
+    """``v`` (an int of any size, or a float) is a whole number."""
+    return isinstance(v, int) or v.is_integer()
+
+
 def _is_annotation(kw: str) -> bool:
     return kw in _ANNOTATIONS or kw not in _KEYWORDS
 
@@ -809,6 +842,12 @@ class SchemaGrammar:
                 self._dump(x, r, indent, depth + 1, out)
             out.append(end + "]")
             return
+        num = info.get("num")
+        if isinstance(v, float) and v.is_integer() and num is not None and int_range_union(num) is not None:
+            # (an int32 / int64 number: a float, which the format leaves alone, keeps its fraction)
+            text = _plain_number(v)
+            out.append(text if "." in text else text + ".0")
+            return
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
             v = int(v)
         if isinstance(v, float) and math.isfinite(v):
@@ -941,6 +980,7 @@ class _Gen:
         if frag and not frag.startswith("/"):
             self.unsupported(ptr, "$ref", f"anchor references ({ref!r}) are not supported")
             return True, ptr
+        self.check_base(ptr)
         node = self.root
         for part in frag.split("/")[1:] if frag else []:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
@@ -951,6 +991,28 @@ class _Gen:
             else:
                 raise InvalidSchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
         return node, frag
+
+    def check_base(self, ptr: str) -> None:
+        """Refuse a ``#...`` reference made inside a subschema with its own ``$id`` (draft-04's ``id``):
+        it resolves against that resource, not the root document (a bundled schema's ``$defs``
+        entries carry their ``$id``), which gad does not follow."""
+        ids = ("$id", "id") if type(self.validator).__name__ in ("Draft3Validator", "Draft4Validator") else ("$id",)
+        node: Any = self.root
+        here = ""
+        for part in ptr.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return  # (a merged schema's pointer: no document position to check)
+            here = _ptr_join(here, part)
+            if isinstance(node, dict) and any(isinstance(node.get(k), str) for k in ids):
+                kw = next(k for k in ids if isinstance(node.get(k), str))
+                self.unsupported(_ptr_join(here, kw), kw, "a $ref inside a subschema with its own "
+                                 f"{kw} resolves against that resource; gad resolves against the root only")
+                return
 
     # ------------------------------------------------------------------------ flattening
     def flatten(self, node: Any, ptr: str, depth: int = 0) -> Any:
@@ -1040,6 +1102,8 @@ class _Gen:
                 continue
             if kw == "enum" and "enum" in own:
                 v = [x for x in own["enum"] if any(_json_eq(x, y) for y in v)]
+            if kw in _COUNT_KEYWORDS and isinstance(v, float) and v.is_integer():
+                v = int(v)  # (1.0 is an integer in JSON Schema: the count keywords take it)
             own[kw] = v
             own["_ptr"][kw] = ptr
         if flat is _FALSE:
@@ -1056,6 +1120,8 @@ class _Gen:
             if kw in ("_ptr", "_unions"):
                 continue
             bp = b["_ptr"].get(kw, ptr)
+            if kw in _ITEM_KEYWORDS:
+                continue  # (merge_items: a side's additionalItems means something only beside its items)
             if kw not in out:
                 out[kw] = v
                 out["_ptr"][kw] = bp
@@ -1075,8 +1141,6 @@ class _Gen:
                 out[kw] = [x for x in u if any(_json_eq(x, y) for y in v)]
             elif kw in ("properties", "additionalProperties"):
                 pass  # merged below, needs both sides
-            elif kw in ("items", "additionalItems") and isinstance(u, (dict, bool)) and isinstance(v, (dict, bool)):
-                out[kw] = {"allOf": [u, v]}
             elif kw == "uniqueItems":
                 out[kw] = bool(u) or bool(v)
             elif _json_eq(u, v):
@@ -1084,6 +1148,16 @@ class _Gen:
             else:
                 self.unsupported(bp, kw, f"allOf / $ref siblings with two different {kw!r} values "
                                          "need an intersection gad cannot write as one terminal")
+        self.merge_items(a, b, out, ptr)
+        keyed_a = [k for k in ("properties", "patternProperties", "additionalProperties") if k in a]
+        keyed_b = [k for k in ("properties", "patternProperties", "additionalProperties") if k in b]
+        if keyed_a and keyed_b and ("patternProperties" in a or "patternProperties" in b) and \
+                (a.get("additionalProperties", True) is not True or b.get("additionalProperties", True) is not True):
+            # one side's additionalProperties applies to the keys outside *its own* properties and
+            # patternProperties: after a merge the other side's patterns would hide keys from it
+            kw = "patternProperties" if "patternProperties" in b else "additionalProperties"
+            self.unsupported(b["_ptr"].get(kw, ptr), kw, "allOf / $ref siblings with patternProperties beside "
+                             "another schema's additionalProperties: the merged object is not one schema's")
         if "properties" in b or "additionalProperties" in b:
             if "properties" in a or "additionalProperties" in a:
                 pa, pb = a.get("properties", {}), b.get("properties", {})
@@ -1101,6 +1175,32 @@ class _Gen:
                         out[kw] = b[kw]
                         out["_ptr"][kw] = b["_ptr"].get(kw, ptr)
         return out
+
+    def merge_items(self, a: Any, b: Any, out: dict, ptr: str) -> None:
+        """The array items of ``allOf: [a, b]`` into ``out``: each side read as a prefix and the schema
+        of the elements after it (``prefixItems`` + ``items``, or drafts 04-2019's ``items: [...]`` +
+        ``additionalItems``; ``additionalItems`` beside no array ``items`` does nothing), then element
+        ``i`` meets both sides' schemas for ``i`` and the rest meets both rests, written as
+        ``prefixItems`` + ``items``."""
+        sa, sb = _item_shape(a), _item_shape(b)
+        if sb is None:
+            return
+        if sa is None:
+            for kw in _ITEM_KEYWORDS:
+                if kw in b:
+                    out[kw] = b[kw]
+                    out["_ptr"][kw] = b["_ptr"].get(kw, ptr)
+            return
+        (pa, ra, ptr_a), (pb, rb, ptr_b) = sa, sb
+        for kw in _ITEM_KEYWORDS:
+            out.pop(kw, None)
+        n = max(len(pa), len(pb))
+        prefix = [_schema_meet(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb) for i in range(n)]
+        if prefix:
+            out["prefixItems"] = prefix
+            out["_ptr"]["prefixItems"] = ptr_a if len(pa) >= len(pb) else ptr_b
+        out["items"] = _schema_meet(ra, rb)
+        out["_ptr"]["items"] = ptr_a
 
     # ------------------------------------------------------------------------ value rules
     def value_rule(self, node: Any, ptr: str, memo_key: Any = None) -> str | None:
@@ -1152,6 +1252,7 @@ class _Gen:
                            "arr": self.info.get(p.arr, {}).get("arr") if p.arr else None}
         self.info[name]["_obj_rule"] = p.obj
         self.info[name]["_arr_rule"] = p.arr
+        self.info[name]["num"] = p.number
 
     def parts(self, node: Any, ptr: str, flat: Any = None) -> _Parts:
         self.depth += 1
@@ -1821,6 +1922,24 @@ class _Gen:
         return name
 
     def number_regex(self, flat: dict, ptr: str, integer: bool) -> str | None:
+        """The number terminal's regex for ``flat``'s numeric keywords (None: no number is valid).
+        One gad cannot build an automaton for (a bound of hundreds of significant digits, such as
+        1e308's) is refused at its bound's keyword, or widened to every number by ``lenient``."""
+        rx = self._number_regex(flat, ptr, integer)
+        if rx is None or rx in (JSON_NUMBER, JSON_INTEGER):
+            return rx
+        try:
+            regex_fsm(rx)  # (cached: the grammar's own check finds it built)
+        except Exception:  # noqa: BLE001 - AutomatonTooLarge, RecursionError, interegular's own
+            pp = flat["_ptr"]
+            kw = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format")
+                       if k in flat), "type")
+            self.unsupported(pp.get(kw, ptr), kw, f"the number automaton for {kw} {clip(repr(flat.get(kw)))} is too "
+                                                  "large to build (too many significant digits)")
+            return JSON_INTEGER if integer else JSON_NUMBER
+        return rx
+
+    def _number_regex(self, flat: dict, ptr: str, integer: bool) -> str | None:
         pp = flat["_ptr"]
         lo: float | None = flat.get("minimum")
         hi: float | None = flat.get("maximum")
@@ -1841,7 +1960,8 @@ class _Gen:
             if hi is None or hi > fhi:
                 hi, hi_x = fhi, False
         for v, kw in ((lo, "minimum"), (hi, "maximum")):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or (isinstance(v, float) and not math.isfinite(v))):
                 raise InvalidSchemaError(f"{kw} must be a finite number, got {v!r}", pointer=pp.get(kw, ptr))
         mult = flat.get("multipleOf")
         if mult is not None and (isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0
@@ -1858,14 +1978,14 @@ class _Gen:
         if mult is None:
             if lo is None and hi is None:
                 return JSON_NUMBER
-            if all(v is None or float(v).is_integer() for v in (lo, hi)):
+            if all(v is None or _whole(v) for v in (lo, hi)):
                 return _number_range(lo, lo_x, hi, hi_x)
         parts: list[Any] = [_N_SPELL]
         if lo is not None:
             parts.append(_ge_regex(_dec(lo), lo_x))
         if hi is not None:
             parts.append(_le_regex(_dec(hi), hi_x))
-        kw = "multipleOf" if mult is not None else "minimum" if lo is not None and not float(lo).is_integer() \
+        kw = "multipleOf" if mult is not None else "minimum" if lo is not None and not _whole(lo) \
             else "maximum"
         return self.number_product(parts, mult, pp, ptr, kw)
 

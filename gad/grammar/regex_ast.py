@@ -169,7 +169,29 @@ def parse(pattern: str) -> list:
         raise RegexUnsupported(f"not a regular expression Python can parse ({e})") from None
     if parsed.state.flags & ~_sc.SRE_FLAG_UNICODE:
         raise RegexUnsupported("inline flags such as (?i) are not supported")
+    if _names_surrogate(parsed):
+        raise RegexUnsupported("a surrogate code point (U+D800-U+DFFF) as a character or a class bound: "
+                               "UTF-8 text cannot hold one")
     return list(parsed)
+
+
+def _names_surrogate(items: Any) -> bool:
+    """Does a parsed pattern name a surrogate code point as a literal or a range bound?"""
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            continue
+        op, av = item
+        if op in (_sc.LITERAL, _sc.NOT_LITERAL) and isinstance(av, int) and 0xD800 <= av <= 0xDFFF:
+            return True
+        if op is _sc.RANGE and any(0xD800 <= x <= 0xDFFF for x in av):
+            return True
+        subs = av if isinstance(av, (list, tuple)) else ()
+        for sub in subs:
+            if isinstance(sub, (list, _sp.SubPattern)) and _names_surrogate(sub):
+                return True
+            if isinstance(sub, tuple) and _names_surrogate([sub]):
+                return True
+    return False
 
 
 def _is_at(item: Any, names: tuple[str, ...]) -> bool:

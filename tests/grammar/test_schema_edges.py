@@ -1,0 +1,122 @@
+"""Schemas from an adversarial review of the JSON Schema front door (session 19): each was a silent
+wrong answer or a raw traceback; now gad agrees with ``jsonschema`` or refuses at the keyword."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from gad.errors import UnsupportedSchemaError
+from gad.testing.schemas import SchemaChecker, schema_oracle
+
+D7 = "http://json-schema.org/draft-07/schema#"
+D4 = "http://json-schema.org/draft-04/schema#"
+
+
+def agree(schema: dict, texts: list[str]) -> None:
+    c = SchemaChecker(schema)
+    for t in texts:
+        assert c.accepts(t) is schema_oracle(schema, json.loads(t)), t
+
+
+@pytest.mark.parametrize("schema, texts", [
+    # one side's items beside the other side's prefix: items bounds every element of its own side
+    ({"allOf": [{"type": "array", "items": {"type": "integer"}}, {"prefixItems": [{"minimum": 0}]}]},
+     ['["x"]', "[1]", "[-1]", "[1,2]", '[1,"a"]']),
+    ({"allOf": [{"prefixItems": [{"type": "integer"}], "items": False}, {"items": {"type": "string"}}]},
+     ["[1]", "[]", '["a"]']),
+    ({"$ref": "#/$defs/d", "$defs": {"d": {"items": {"type": "integer"}}}, "prefixItems": [True]}, ['["x"]', "[1]"]),
+    ({"allOf": [{"prefixItems": [{"type": "integer"}, {"type": "string"}]},
+                {"prefixItems": [{"minimum": 3}], "items": {"type": "string"}}]},
+     ['[3,"a"]', '[2,"a"]', "[3,1]", '[3,"a",1]', '[3,"a","b"]']),
+    # additionalItems means something only beside an array items in its own schema object
+    ({"$schema": D7, "allOf": [{"items": [{"type": "integer"}]}, {"additionalItems": False}]}, ["[1,1]", '["a"]', "[1]"]),
+    ({"$schema": D7, "additionalItems": False}, ["[1,1]", "[]"]),
+    ({"$schema": D4, "definitions": {"d": {"items": [{"type": "string"}], "additionalItems": {"type": "integer"}}},
+      "allOf": [{"$ref": "#/definitions/d"}, {"items": {"maxLength": 2}}]},
+     ['["ab"]', '["abc"]', '["ab",1]', '["ab","x"]', "[]", "[1]"]),
+])
+def test_merged_array_items_agree_with_jsonschema(schema: dict, texts: list[str]) -> None:
+    agree(schema, texts)
+
+
+@pytest.mark.parametrize("schema", [
+    {"allOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"additionalProperties": False}]},
+    {"$ref": "#/$defs/d", "$defs": {"d": {"additionalProperties": False}}, "patternProperties": {"^a": {}}},
+    {"allOf": [{"properties": {"b": {}}, "additionalProperties": False},
+               {"patternProperties": {"^a": {"type": "integer"}}}]},
+])
+def test_pattern_properties_beside_another_schemas_additional_properties_are_refused(schema: dict) -> None:
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        SchemaChecker(schema)
+    assert ei.value.keyword in ("patternProperties", "additionalProperties")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        SchemaChecker(schema, lenient=True)  # (dropped with a warning)
+
+
+def test_pattern_properties_beside_plain_properties_still_merge() -> None:
+    agree({"allOf": [{"properties": {"b": {}}}, {"patternProperties": {"^a": {"type": "integer"}}}]},
+          ['{"a":1}', '{"a":"x"}', '{"b":1}'])
+
+
+def test_a_ref_inside_a_subschema_with_its_own_id_is_refused() -> None:
+    schema = {"$defs": {"y": {"type": "string"},
+                        "x": {"$id": "http://e.com/sub", "$defs": {"y": {"type": "integer"}}, "$ref": "#/$defs/y"}},
+              "type": "object", "properties": {"b": {"$ref": "#/$defs/x"}}}
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        SchemaChecker(schema)
+    assert ei.value.keyword == "$id" and ei.value.pointer == "/$defs/x/$id"
+    # a $ref from the root to a subschema with an $id resolves as before
+    agree({"$defs": {"y": {"$id": "http://e.com/y", "type": "string"}}, "properties": {"b": {"$ref": "#/$defs/y"}}},
+          ['{"b":"x"}', '{"b":1}'])
+
+
+@pytest.mark.parametrize("schema, texts", [
+    ({"type": "string", "minLength": 70.0}, ['"' + "a" * 70 + '"', '"' + "a" * 69 + '"']),
+    ({"type": "array", "minItems": 1.0, "maxItems": 2.0}, ["[]", "[1]", "[1,2,3]"]),
+    ({"type": "string", "minLength": 1.0}, ['""', '"a"']),
+    ({"type": "integer", "minimum": 10 ** 400}, ["1" + "0" * 400, "5"]),
+    ({"type": "number", "maximum": -(10 ** 400)}, ["-1" + "0" * 401, "-1" + "0" * 399, "5"]),
+])
+def test_whole_float_counts_and_huge_integer_bounds(schema: dict, texts: list[str]) -> None:
+    agree(schema, texts)
+
+
+@pytest.mark.parametrize("schema", [{"type": "number", "minimum": 1e308}, {"type": "integer", "minimum": 1e308}])
+def test_a_bound_too_long_for_an_automaton_is_refused_at_its_keyword(schema: dict) -> None:
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        SchemaChecker(schema)
+    assert ei.value.keyword == "minimum"
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        SchemaChecker(schema, lenient=True)
+    assert any("minimum" in str(x.message) for x in w)
+
+
+def test_dumps_keeps_a_floats_fraction_under_an_int_format() -> None:
+    for schema in ({"type": "number", "format": "int32"}, {"type": "object", "properties": {"a": {"type": "number", "format": "int64"}}}):
+        c = SchemaChecker(schema)
+        for v in (3e9, 7.0, 1e19, 12, 2.5):
+            value = {"a": v} if schema["type"] == "object" else v
+            assert c.accepts_value(value) is schema_oracle(schema, value), (schema, v, c.sg.dumps(value))
+
+
+@pytest.mark.parametrize("pattern", ["^[^\\uD800]$", "^\\uD83D\\uDE00$", "(a|[\\ud800-\\udfff])", "x{2}(?:\\ud800)+"])
+def test_a_pattern_naming_a_surrogate_is_refused_with_a_typed_error(pattern: str) -> None:
+    """UTF-8 text holds no surrogate code point; a pattern naming one was a raw Lark GrammarError
+    (its lone surrogate written into the grammar text), which ``lenient`` could not drop."""
+    import gad
+    from gad.errors import UnsupportedGrammarError
+
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        gad.Grammar.from_json_schema({"type": "string", "pattern": pattern})
+    assert ei.value.keyword == "pattern"
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        gad.Grammar.from_json_schema({"type": "string", "pattern": pattern}, lenient=True)
+    with pytest.raises(UnsupportedGrammarError):
+        gad.Grammar.from_regex(pattern)
+    agree({"type": "string", "pattern": "^[\\u0000-\\uffff]$"}, ['"a"', '"é"', '""'])  # (a range across them is fine)
