@@ -2746,11 +2746,14 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
     Raises:
         UnsupportedSchemaError: a keyword gad cannot express exactly (not with ``lenient``).
         InvalidSchemaError: the schema cannot be read, or a ``$ref`` does not resolve.
-        gad.errors.InvalidArgumentError: a bad ``whitespace`` value.
+        gad.errors.InvalidArgumentError: a bad ``whitespace`` value, or ``strict`` / ``lenient`` not a bool.
     """
     if not (whitespace in ("compact", "flexible") or (isinstance(whitespace, int) and not isinstance(whitespace, bool)
                                                       and whitespace >= 0)):
         raise InvalidArgumentError(f"whitespace must be 'compact', 'flexible' or an int >= 0, got {whitespace!r}")
+    for name, flag in (("strict", strict), ("lenient", lenient)):
+        if not isinstance(flag, bool):  # ("no" is truthy: a typo must not flip the meaning)
+            raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
     root = load_schema(schema)
     dead: frozenset[str] = frozenset()
     while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)

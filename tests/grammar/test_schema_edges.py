@@ -120,3 +120,12 @@ def test_a_pattern_naming_a_surrogate_is_refused_with_a_typed_error(pattern: str
     with pytest.raises(UnsupportedGrammarError):
         gad.Grammar.from_regex(pattern)
     agree({"type": "string", "pattern": "^[\\u0000-\\uffff]$"}, ['"a"', '"é"', '""'])  # (a range across them is fine)
+
+
+@pytest.mark.parametrize("kw", [{"strict": "yes"}, {"strict": 1}, {"lenient": "no"}, {"lenient": None}])
+def test_strict_and_lenient_must_be_bools(kw: dict) -> None:
+    import gad
+    from gad.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError):
+        gad.Grammar.from_json_schema({"type": "string"}, **kw)
