@@ -251,7 +251,7 @@ class TerminalAutomaton:
     _na_classes: tuple[Any, ...] | None = field(default=None, repr=False)
     _leads: frozenset[int] | None = field(default=None, repr=False)
     _tables: tuple | None = field(default=None, repr=False)
-    _chain: tuple[bytes, tuple[int, ...]] | None | bool = field(default=False, repr=False)  # False: not yet known
+    _chain: tuple[bytes, tuple[int, ...]] | None = field(default=None, repr=False)  # (an ASCII literal's: set by _build)
 
     @classmethod
     def build(cls, name: str, regexp: str) -> TerminalAutomaton:
@@ -323,8 +323,7 @@ class TerminalAutomaton:
     def __getstate__(self) -> dict:
         # the step memo is a cache: rebuilt on demand, never written to the compile cache
         return {**self.__dict__, "_memo": {}, "_ext": {}, "_na": {}, "_prefixes": None, "_info": {},
-                "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None,
-                "_chain": False}
+                "_of_class": None, "_na_classes": None, "_leads": None, "_tables": None}
 
     def byte_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[int] | None, np.ndarray, np.ndarray]:
         """The automaton as arrays over local state numbers (the states in ascending order), for the
@@ -342,42 +341,9 @@ class TerminalAutomaton:
 
     def chain(self) -> tuple[bytes, tuple[int, ...]] | None:
         """``(bytes, local states)`` when this terminal is an ASCII literal (an object's key, a
-        punctuation mark) whose automaton is the chain of ``n + 1`` states its ``n`` bytes step through,
-        one alphabet class per character and nothing else (the local states: each chain state's rank
-        among the automaton's, as in :meth:`byte_tables`); else None.  Made on first use and kept."""
-        r = self._chain
-        if r is False:
-            r = self._chain = self._find_chain()
-        return cast(Any, r)
-
-    def _find_chain(self) -> tuple[bytes, tuple[int, ...]] | None:
-        text = literal_text(self.regexp)
-        if text is None or not text.isascii() or self.nonascii:
-            return None
-        return self._chain_of(self.fsm, text)
-
-    @staticmethod
-    def _chain_of(fsm: interegular.FSM, text: str) -> tuple[bytes, tuple[int, ...]] | None:
-        """:meth:`chain` of ``fsm``, the automaton of ASCII literal ``text``: None unless it is exactly
-        the chain of ``len(text) + 1`` states the text steps through, one alphabet class per character."""
-        n = len(text)
-        sym: dict[Any, Any] = fsm.alphabet._symbol_mapping
-        if len(fsm.states) != n + 1 or len(sym) != len(set(text)) + 1 or len(set(sym.values())) != len(sym):
-            return None
-        moves: dict[Any, dict[Any, Any]] = cast(Any, fsm.map)
-        chain: list[Any] = [fsm.initial]
-        for ch in text:
-            row = moves.get(chain[-1], {})
-            nxt = row.get(sym.get(ch, -1))
-            if nxt is None or len(row) != 1:
-                return None
-            chain.append(nxt)
-        if set(fsm.finals) != {chain[-1]} or moves.get(chain[-1]) or len(set(chain)) != n + 1:
-            return None
-        if chain != list(range(n + 1)):  # (states numbered otherwise: their ranks)
-            rank = {q: i for i, q in enumerate(sorted(cast(Any, fsm.states)))}
-            chain = [rank[q] for q in chain]
-        return text.encode("ascii"), tuple(chain)  # (a tuple: the collector stops following it)
+        punctuation mark): the chain of ``n + 1`` states ``0 .. n`` its ``n`` bytes step through (the
+        automaton :attr:`fsm` makes, as in :meth:`byte_tables`); else None.  Set when it is built."""
+        return self._chain
 
     def _chain_tables(self) -> tuple | None:
         """:meth:`byte_tables` of an ASCII literal's chain (:meth:`chain`) straight from its bytes, a few
@@ -386,9 +352,9 @@ class TerminalAutomaton:
         found = self.chain()
         if found is None:
             return None
-        lit, local = found
-        n = len(local)
-        if n > _ARANGE.size or local != tuple(range(n)):  # (states numbered otherwise: the general path)
+        lit = found[0]
+        n = len(lit) + 1
+        if n > _ARANGE.size:
             return None
         asc = np.full((n, 0x80), -1, dtype=np.int32)
         asc[_ARANGE[:n - 1], np.frombuffer(lit, dtype=np.uint8)] = _ARANGE[1:n]

@@ -16,6 +16,7 @@ start state where no automaton names a non-ASCII character) and with the Python 
 from __future__ import annotations
 
 import logging
+import pickle
 import re
 from collections import deque
 
@@ -289,6 +290,27 @@ def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) 
     assert grew  # some automaton added start states after the round trip
 
 
+def _chain_walk(fsm, text: str):
+    """The reference for ``TerminalAutomaton.chain``: ``(bytes, states)`` when ``fsm`` is exactly the chain
+    of ``len(text) + 1`` states ``0 .. n`` the ASCII ``text`` steps through (one alphabet class per
+    character, nothing else), found by walking the automaton; else None."""
+    if not text.isascii():
+        return None
+    sym = fsm.alphabet._symbol_mapping
+    if len(fsm.states) != len(text) + 1 or len(sym) != len(set(text)) + 1 or len(set(sym.values())) != len(sym):
+        return None
+    chain = [fsm.initial]
+    for ch in text:
+        row = fsm.map.get(chain[-1], {})
+        nxt = row.get(sym.get(ch, -1))
+        if nxt is None or len(row) != 1:
+            return None
+        chain.append(nxt)
+    if set(fsm.finals) != {chain[-1]} or fsm.map.get(chain[-1]) or chain != list(range(len(text) + 1)):
+        return None
+    return text.encode("ascii"), tuple(chain)
+
+
 @settings(max_examples=80, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from('ab"\\:{}*+.-_9 é'), min_size=1, max_size=8))
 def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
@@ -303,7 +325,11 @@ def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
     # (an ASCII literal's live states, chain and ASCII moves are read off its bytes, its automaton
     # made only on first use: they must be what the automaton gives)
     lazy = [t.ascii_info(q) for q in range(len(text) + 1)], [t.nonascii_live(q) for q in range(len(text) + 1)]
-    assert t.live == frozenset(coreachable(t.fsm)) and t.chain() == t._find_chain() and t.initial == t.fsm.initial
+    # (and so must an automaton read back from the compile cache, before anything else reads it)
+    back = pickle.loads(pickle.dumps(t))
+    assert [back.ascii_info(q) for q in range(len(text) + 1)] == lazy[0] and back.chain() == t.chain()
+    assert t.live == frozenset(coreachable(t.fsm)) and t.initial == t.fsm.initial
+    assert t.chain() == _chain_walk(t.fsm, text)
     built = TerminalAutomaton(t.name, t.regexp, t.fsm, t.live, t.nonascii)
     assert lazy == ([built.ascii_info(q) for q in range(len(text) + 1)],
                     [built.nonascii_live(q) for q in range(len(text) + 1)])
