@@ -9,7 +9,7 @@ automata (:func:`budgeted` products, :func:`minimize`) and writes the result bac
 
 from __future__ import annotations
 
-import _sre  # (re's engine: its simple lower-case mapping)
+import _sre
 import re
 import threading
 from collections import OrderedDict
@@ -51,19 +51,19 @@ _crawl_lock = threading.RLock()
 # characters ``re.fullmatch("(?i)" + re.escape(x), c)`` accepts instead, then lets interegular
 # build it without the flag; the candidates are the characters whose lower or upper case equals
 # ``x``'s (sre's rule, with its fixed equivalences, stays inside that set).
+
 # what ``re`` adds to an ASCII letter's two cases under IGNORECASE (checked against the full scan
 # of :func:`_case_index` by tests/grammar/test_case_insensitive.py), so that ``"select"i`` needs no scan
 ASCII_CASE_EXTRA = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
 _CASE_INDEX: dict[str, dict[str, set[str]]] | None = None
+_CASE_MEMO: dict[str, frozenset[str]] = {}
+_SRE_TOLOWER = getattr(_sre, "unicode_tolower", None)  # (re's engine: Unicode's simple lower case)
 
 
 def _simple_lower(c: str) -> str:
     """``c``'s one-character lower case as ``re`` takes it (Unicode's simple mapping: ``İ`` → ``i``,
     where ``str.lower`` gives two characters); ``c.lower()`` where the interpreter has no such call."""
-    tolower = getattr(_sre, "unicode_tolower", None)
-    return chr(tolower(ord(c))) if tolower is not None else c.lower()
-
-_CASE_MEMO: dict[str, frozenset[str]] = {}
+    return chr(_SRE_TOLOWER(ord(c))) if _SRE_TOLOWER is not None else c.lower()
 
 
 def _case_index() -> dict[str, dict[str, set[str]]]:
@@ -130,6 +130,7 @@ def _group_fsm(self: Any, alphabet: Any = None, prefix_postfix: Any = None, flag
 
 _ipat._CharGroup._get_alphabet = _group_alphabet  # type: ignore[method-assign]
 _ipat._CharGroup.to_fsm = _group_fsm  # type: ignore[method-assign]
+
 T = TypeVar("T")
 _ORIG_CRAWL = _ifsm.crawl
 
