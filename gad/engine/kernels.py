@@ -776,6 +776,327 @@ def product_reach(table: np.ndarray, reach: np.ndarray, cols: np.ndarray | None 
 
 
 @_jit
+def _alone_state(g: int, best: int, p: int, n_codes: int, amap: np.ndarray, karr: np.ndarray, st: np.ndarray,
+                 cnt: np.ndarray) -> int:  # pragma: no cover - compiled
+    # the id of the state where the general terminal alone is alive (local state g, best so far, partial
+    # character p; every literal dead), added as state cnt[0] when new; -1 when the buffers are full
+    at = (g * 2 + best + 1) * n_codes + p
+    sid = amap[at]
+    if sid >= 0:
+        return sid
+    n = cnt[0]
+    if n >= karr.shape[0]:
+        return -1
+    w = karr.shape[1] - 2
+    karr[n, 0] = g
+    karr[n, w] = best
+    karr[n, w + 1] = p
+    st[n, 0] = -1
+    st[n, 3] = g
+    st[n, 4] = best
+    st[n, 5] = p
+    amap[at] = n
+    cnt[0] = n + 1
+    return n
+
+
+@_jit
+def _trie_child(jj: int, kk: int, d: int, g2: int, nb: int, parent: int, has_g: bool, col: np.ndarray,
+                karr: np.ndarray, st: np.ndarray, cnt: np.ndarray) -> int:  # pragma: no cover - compiled
+    # a new state for the trie node of the literals [jj, kk) at depth d (general state g2, best nb), a
+    # child of state parent; -1 when the buffers are full
+    n = cnt[0]
+    if n >= karr.shape[0]:
+        return -1
+    w = karr.shape[1] - 2
+    st[n, 0] = jj
+    st[n, 1] = kk
+    st[n, 2] = d
+    st[n, 3] = g2
+    st[n, 4] = nb
+    st[n, 5] = 0
+    st[n, 6] = parent
+    for j in range(jj, kk):
+        karr[n, col[j]] = d
+    if has_g:
+        karr[n, 0] = g2
+    karr[n, w] = nb
+    karr[n, w + 1] = 0
+    cnt[0] = n + 1
+    return n
+
+
+@_jit
+def _run_end(lits: np.ndarray, lit_off: np.ndarray, jj: int, hi: int, d: int) -> int:  # pragma: no cover - compiled
+    # the end of the run of literals from jj (sorted, all longer than d) with the same byte at d
+    b = lits[lit_off[jj] + d]
+    kk = jj + 1
+    while kk < hi and lits[lit_off[kk] + d] == b:
+        kk += 1
+    return kk
+
+
+@_jit
+def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g: bool, g_asc: np.ndarray,
+                  g_ae: np.ndarray, g_fin: np.ndarray, g_start: int, pend: np.ndarray, lead_code: np.ndarray,
+                  karr: np.ndarray, table: np.ndarray, win: np.ndarray, reach: np.ndarray) -> int:  # pragma: no cover - compiled
+    k = lit_off.size - 1
+    w = karr.shape[1] - 2
+    n_codes = pend.shape[0]
+    n_g = g_asc.shape[0] if has_g else 1
+    amap = np.full(n_g * 2 * n_codes, -1, np.int64)
+    # per state: trie range lo, hi (lo -1: the general terminal alone), depth, general state, best, partial
+    st = np.empty((karr.shape[0], 7), np.int64)  # (and the parent of a trie node)
+    alone = np.zeros(karr.shape[0], np.bool_)  # per trie node: a move out of the trie
+    # a trie node's row where it leaves the trie depends on (general state, best) alone: made at the
+    # first node with them (its own children's bytes, where the general terminal lives, marked -2 and
+    # listed in unk), then copied; the -2 bytes and the node's children are filled in byte order
+    row_of = np.full(n_g * 2, -1, np.int64)
+    rows = np.empty((n_g * 2, 256), np.int32)
+    unk = np.empty((n_g * 2, 128), np.int64)
+    n_unk = np.zeros(n_g * 2, np.int64)
+    n_out = np.zeros(n_g * 2, np.int64)  # per row made: its moves out of the trie (bytes)
+    cnt = np.array([2], np.int64)
+    st[1, 0] = 0
+    st[1, 1] = k
+    st[1, 2] = 0
+    st[1, 3] = g_start
+    st[1, 4] = -1
+    st[1, 5] = 0
+    st[1, 6] = 0
+    for j in range(k):
+        karr[1, col[j]] = 0
+    if has_g:
+        karr[1, 0] = g_start
+    karr[1, w] = -1
+    karr[1, w + 1] = 0
+    i = 1
+    while i < cnt[0]:
+        lo = st[i, 0]
+        g = st[i, 3]
+        best = st[i, 4]
+        p = st[i, 5]
+        win[i] = -1
+        if lo >= 0:  # a node of the literals' trie: the literals [lo, hi) (sorted) share its d bytes
+            hi = st[i, 1]
+            d = st[i, 2]
+            jj = lo
+            while jj < hi and lit_off[jj + 1] - lit_off[jj] == d:  # (literals ending here sort first)
+                if best >= 0 and (win[i] < 0 or col[jj] < win[i]) and (not has_g or g_fin[g]):
+                    win[i] = col[jj] if has_g else best
+                jj += 1
+            if not has_g:  # only the children move (prefix-free: a literal ending at a child is alone there)
+                while jj < hi:
+                    kk = _run_end(lits, lit_off, jj, hi, d)
+                    nb = -1
+                    for j in range(jj, kk):
+                        if lit_off[j + 1] - lit_off[j] == d + 1:
+                            nb = col[j]
+                    sid = _trie_child(jj, kk, d + 1, 0, nb, i, False, col, karr, st, cnt)
+                    if sid < 0:
+                        return -1
+                    table[i, lits[lit_off[jj] + d]] = sid
+                    jj = kk
+                i += 1
+                continue
+            if best >= 0 and g_fin[g] and win[i] < 0:
+                win[i] = 0
+            rc = g * 2 + best + 1
+            if row_of[rc] < 0:  # the first node with (g, best): every byte in order
+                row_of[rc] = i
+                for b in range(128):
+                    while jj < hi and lits[lit_off[jj] + d] < b:  # (a child the general terminal dies on)
+                        jj += 1
+                    g2 = g_asc[g, b]
+                    if g2 < 0:
+                        rows[rc, b] = 0
+                        continue
+                    nb = 0 if g_fin[g2] else best
+                    if jj < hi and lits[lit_off[jj] + d] == b:
+                        kk = _run_end(lits, lit_off, jj, hi, d)
+                        sid = _trie_child(jj, kk, d + 1, g2, nb, i, True, col, karr, st, cnt)
+                        if sid < 0:
+                            return -1
+                        table[i, b] = sid
+                        rows[rc, b] = -2
+                        unk[rc, n_unk[rc]] = b
+                        n_unk[rc] += 1
+                        jj = kk
+                        continue
+                    sid = amap[(g2 * 2 + nb + 1) * n_codes]
+                    if sid < 0:
+                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                        if sid < 0:
+                            return -1
+                    table[i, b] = sid
+                    rows[rc, b] = sid
+                    n_out[rc] += 1
+                for b in range(128, 256):
+                    rows[rc, b] = 0
+                if g_ae[g] >= 0:  # lead bytes >= 0x80: the literals (ASCII) die
+                    for b in range(128, 256):
+                        c = lead_code[b]
+                        if c != 0:
+                            sid = _alone_state(g, best, c, n_codes, amap, karr, st, cnt)
+                            if sid < 0:
+                                return -1
+                            table[i, b] = sid
+                            rows[rc, b] = sid
+                            n_out[rc] += 1
+                alone[i] = n_out[rc] > 0
+            else:
+                for b in range(256):
+                    table[i, b] = rows[rc, b]
+                out = n_out[rc]
+                a = 0
+                na = n_unk[rc]
+                while a < na or jj < hi:
+                    bu = unk[rc, a] if a < na else 256
+                    bc = lits[lit_off[jj] + d] if jj < hi else 256
+                    if bc <= bu:  # a child here
+                        kk = _run_end(lits, lit_off, jj, hi, d)
+                        g2 = g_asc[g, bc]
+                        if rows[rc, bc] > 0:  # (a move out of the trie at the first node)
+                            out -= 1
+                        if g2 >= 0:
+                            sid = _trie_child(jj, kk, d + 1, g2, 0 if g_fin[g2] else best, i, True, col, karr, st, cnt)
+                            if sid < 0:
+                                return -1
+                            table[i, bc] = sid
+                        jj = kk
+                        if bc == bu:
+                            a += 1
+                    else:  # a child of the first node, not of this one: out of the trie
+                        g2 = g_asc[g, bu]
+                        nb = 0 if g_fin[g2] else best
+                        sid = amap[(g2 * 2 + nb + 1) * n_codes]
+                        if sid < 0:
+                            sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                            if sid < 0:
+                                return -1
+                        table[i, bu] = sid
+                        out += 1
+                        a += 1
+                alone[i] = out > 0
+        elif p == 0:  # the general terminal alone
+            if best >= 0 and g_fin[g]:
+                win[i] = 0
+            for b in range(128):
+                g2 = g_asc[g, b]
+                if g2 >= 0:
+                    nb = 0 if g_fin[g2] else best
+                    sid = amap[(g2 * 2 + nb + 1) * n_codes]
+                    if sid < 0:
+                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                        if sid < 0:
+                            return -1
+                    table[i, b] = sid
+            if g_ae[g] >= 0:  # lead bytes >= 0x80
+                for b in range(128, 256):
+                    c = lead_code[b]
+                    if c != 0:
+                        sid = _alone_state(g, best, c, n_codes, amap, karr, st, cnt)
+                        if sid < 0:
+                            return -1
+                        table[i, b] = sid
+        else:  # inside a character no automaton names: its allowed bytes step alike
+            sid = 0
+            if pend[p, 0] == 1:
+                g2 = g_ae[g]
+                if g2 >= 0:
+                    sid = _alone_state(g2, 0 if g_fin[g2] else best, 0, n_codes, amap, karr, st, cnt)
+            else:
+                sid = _alone_state(g, best, pend[p, 3], n_codes, amap, karr, st, cnt)
+            if sid < 0:
+                return -1
+            for b in range(pend[p, 1], pend[p, 2] + 1):
+                table[i, b] = sid
+        i += 1
+    n = cnt[0]
+    # reachable winners: the states out of the trie (the general terminal alone) to a fixed point over
+    # their rows; a trie node's are its own, its children's and, when it moves out of the trie, those of
+    # the states out of it -- the general terminal's alone ({0}: its states are live, so each reaches a
+    # final one), checked here (else reach[0] = -1: the caller closes reach itself)
+    for s in range(1, n):
+        reach[s] = (1 << win[s]) if win[s] >= 0 else 0
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n - 1, 0, -1):
+            if st[s, 0] >= 0:
+                continue
+            r = reach[s]
+            for b in range(256):
+                r |= reach[table[s, b]]
+            if r != reach[s]:
+                reach[s] = r
+                changed = True
+    for s in range(2, n):
+        if st[s, 0] < 0 and reach[s] != 1:
+            reach[0] = -1
+            return n
+    for s in range(n - 1, 1, -1):
+        if st[s, 0] >= 0:
+            if alone[s]:
+                reach[s] |= 1
+            reach[st[s, 6]] |= reach[s]
+    if alone[1]:
+        reach[1] |= 1
+    return n
+
+
+def trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, n_terms: int,
+                 general: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None, pend: np.ndarray,
+                 lead_code: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The lexer automaton of a context of ASCII literals, with or without one general terminal before
+    them, built as the trie of the literals: what :func:`explore_product` builds for it, state for
+    state, without a hash table of key rows (each trie node is a state of its own).
+
+    Two shapes (the caller checks them): ``general`` None: the literals are all the context's
+    terminals, main, no one a prefix of another (a leaf is where one matches, alone); else the context
+    is a general terminal ``G`` (column 0, the only main one) and the literals are its keyword targets
+    (Lark's "unless": a lexeme of ``G`` equal to one of them takes its type), as an object's key context
+    is with additional properties allowed.  ``general``: G's ``(asc (g, 128) int32, ae (g,) int32,
+    fin (g,) bool, initial local state)`` from :meth:`gad.engine.lexer.TerminalAutomaton.byte_tables`.
+
+    ``lits`` ``(bytes,)`` uint8: the literals sorted (as byte strings), concatenated; ``lit_off``
+    ``(k + 1,)`` int64 their offsets; ``col`` ``(k,)`` int64 each one's terminal index (its key column).
+    ``pend`` / ``lead_code``: as for :func:`explore_product`.
+
+    Returns ``(keys, table, winner, reach)``: the key rows ``(n, n_terms + 2)`` int32 and table
+    ``(n, 256)`` int32 as :func:`explore_product` returns them, ``winner`` ``(n,)`` int64 the terminal a
+    lexeme closing at each state is (after the keyword rule; -1: it cannot close there), ``reach``
+    ``(n,)`` int64 the bit set of the winners reachable from each state (what :func:`product_reach`
+    closes); None when the automaton needs more than ``max_states`` states."""
+    has_g = general is not None
+    if general is None:
+        g_asc = np.full((1, 128), -1, dtype=np.int32)
+        g_ae = np.full(1, -1, dtype=np.int32)
+        g_fin = np.zeros(1, dtype=bool)
+        g_start = 0
+        cap = lits.size + 2
+    else:
+        g_asc, g_ae, g_fin, g_start = general
+        cap = lits.size + 2 + 2 * g_asc.shape[0] * pend.shape[0]
+    cap = min(cap, max_states + 1)
+    karr = np.full((cap, n_terms + 2), -1, dtype=np.int32)
+    table = np.zeros((cap, 256), dtype=np.int32)
+    win = np.full(cap, -1, dtype=np.int64)
+    reach = np.zeros(cap, dtype=np.int64)
+    n = _trie_product(lits, lit_off, col, has_g, g_asc, g_ae, g_fin, g_start, pend, lead_code, karr, table, win, reach)
+    if n < 0:
+        return None
+    table = table[:n].copy()
+    reach = reach[:n]
+    if reach[0] < 0:  # (not closed by the kernel)
+        reach[:] = 0
+        at = np.flatnonzero(win[:n] >= 0)
+        reach[at] = np.left_shift(1, win[at])
+        product_reach(table, reach)
+    return karr[:n].copy(), table, win[:n], reach
+
+
+@_jit
 def _upper(col: np.ndarray, b: int, a: int, hi: int) -> int:  # pragma: no cover - compiled
     # bisect_right(col, b, a, hi) on the sorted run col[a:hi]
     while a < hi:

@@ -999,7 +999,7 @@ class LexerDFA:
             lit = self._single_literal()
             if lit is not None:
                 self._build_literal(*lit)
-            else:
+            elif not self._build_trie():
                 self._explore_compiled()
         else:
             self._explore(0)
@@ -1039,6 +1039,78 @@ class LexerDFA:
         self._fork_list = [-1] * (total - 1) + [0]
         self._reach_list = [0] + [1] * (total - 1)
         self._finish(0, table, fork_ok)
+
+    def _trie_shape(self) -> tuple[list[bytes], list[int], tuple | None] | None:
+        """``(literals, their terminal indices, general)`` when this context is one that
+        :func:`gad.engine.kernels.trie_product` builds (no ignore flag): ASCII literals alone, main, no
+        one a prefix of another (an object's keys without additional properties, punctuation), with
+        ``general`` None; or a general terminal whose final states cannot go on, first and the only
+        main one, with the literals after it as its keyword targets (an object's keys beside the
+        general key), ``general`` its ``(asc, ae, fin, initial)`` tables.  Else None."""
+        terms = self.terms
+        k = len(terms)
+        if k < 2 or self.ignore_bits:
+            return None
+        chains = [t.chain() for t in terms]
+        if chains[0] is not None:
+            if self.n_main != k or self.unless or any(c is None for c in chains):
+                return None
+            words = [cast(tuple, c)[0] for c in chains]
+            srt = sorted(words)
+            if any(b.startswith(a) for a, b in zip(srt, srt[1:])):
+                return None
+            return words, list(range(k)), None
+        if self.n_main != 1 or self.unless != {0: list(range(1, k))} or any(c is None for c in chains[1:]):
+            return None
+        asc, ae, fin, init, _, _, ext = terms[0].byte_tables()
+        if (ext & fin).any():  # (a guard at its forks: left to the product)
+            return None
+        return [cast(tuple, c)[0] for c in chains[1:]], list(range(1, k)), (asc, ae, fin, init)
+
+    def _build_trie(self) -> bool:
+        """Build the context with :func:`gad.engine.kernels.trie_product` when it has one of the shapes
+        :meth:`_trie_shape` names (then True; the same states, keys, rows and forks as
+        :meth:`_explore_compiled`, checked array for array in ``tests/engine/test_lexer_build.py``);
+        False otherwise.  An object's key context is the trie of its keys: the product's key table,
+        each literal's byte tables and joint byte classes, and the per-fork Python loop cost it ~0.3-0.6
+        ms in a MaskBench run (the first mask that reaches the object's keys)."""
+        shape = self._trie_shape()
+        if shape is None:
+            return False
+        words, cols, general = shape
+        order = sorted(range(len(words)), key=words.__getitem__)
+        data = b"".join(words[j] for j in order)
+        lens = [len(words[j]) for j in order]
+        lit_off = np.fromiter(accumulate(lens, initial=0), dtype=np.int64, count=len(lens) + 1)
+        col = np.asarray([cols[j] for j in order], dtype=np.int64)
+        built = kernels.trie_product(np.frombuffer(data, dtype=np.uint8), lit_off, col, len(self.terms), general,
+                                     _PEND_TABLE, _LEAD_CODE, MAX_CONTEXT_STATES)
+        if built is None:
+            self._too_many_states()
+        karr, table, win, reach = built
+        for name in ("_keys", "_index", "rows"):
+            self.__dict__.pop(name, None)
+        self._karr = karr
+        # forks: no guard (no terminal before the winner is alive at a leaf, and the general terminal
+        # cannot go on at a final state), numbered in order of the states that have them
+        at = np.flatnonzero(win >= 0)
+        winners = win[at].tolist()
+        forks = [-1] * karr.shape[0]
+        index = self._fork_index
+        new = 0
+        for s, w in zip(at.tolist(), winners):
+            fid = index.get((w, _NO_GUARD))
+            if fid is None:
+                fid = index[(w, _NO_GUARD)] = len(self.forks)
+                self.forks.append((w, _NO_GUARD))
+                new += 1
+            forks[s] = fid
+        fork_ok = np.ones((new, 256), dtype=bool)
+        self.fork_ok_byte.extend(fork_ok)
+        self._fork_list = forks
+        self._reach_list = reach.tolist()
+        self._finish(0, table, fork_ok if new else None)
+        return True
 
     def _explore_compiled(self) -> None:
         """Build every state the start state reaches with the compiled product

@@ -23,7 +23,7 @@ from collections import deque
 import lark
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from gad.engine import cachefile, compiler, kernels
@@ -384,11 +384,69 @@ def test_a_literal_context_builds_the_product_automaton(builder: str, text: str,
         with monkeypatch.context() as mp:  # (undone before hypothesis's next example)
             mp.setattr(LexerDFA, "_single_literal", lambda self: None)
             product = LexerDFA([lit], [False], {}, 1, universe)
-        for name in ("_karr", "table", "flat_table", "fork_id", "fork_ok", "is_start", "reach_group"):
-            a, b = getattr(fast, name), getattr(product, name)
-            assert a.dtype == b.dtype and np.array_equal(a, b), name
-        for name in ("forks", "fork_list", "reach", "reach_values", "n_states", "_keys", "rows", "compiled_build"):
-            assert getattr(fast, name) == getattr(product, name), name
+        _assert_same_build(fast, product)
+
+
+def _assert_same_build(fast: LexerDFA, product: LexerDFA) -> None:
+    for name in ("_karr", "table", "flat_table", "fork_id", "fork_ok", "is_start", "reach_group"):
+        a, b = getattr(fast, name), getattr(product, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    for name in ("forks", "fork_list", "reach", "reach_values", "n_states", "_keys", "rows", "compiled_build"):
+        assert getattr(fast, name) == getattr(product, name), name
+
+
+# general terminals a key context may start with: a JSON string (reads non-ASCII characters), an ASCII
+# one, one whose final states may go on (left to the product: a guard at its forks), one that dies
+# inside some keys, and one whose states recur across the trie without a loop
+_GENERAL = ['"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"', '"[a-z: ]*"', '"[ab]+"?', '"[ab]*"', '[ab"]+',
+            '"(?:ab|ba){1}"']
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=st.lists(st.text(alphabet=st.sampled_from('ab"\\: _\x00z'), min_size=1, max_size=6),
+                      min_size=1, max_size=6, unique=True),
+       general=st.sampled_from([None, *_GENERAL]), quoted=st.booleans())
+# a trie node whose children take every byte the general terminal reads ("a: ", a, b), and one where
+# only a byte the first node of its general state had as a child ("b: a) leaves the trie
+@example(words=["a", "aa", "ab", "b", "bb"], general='"[ab]*"', quoted=True)
+# the first node of a general state ("ab) leaves the trie on a byte a later one ("ba) has as a child,
+# its only move out of the trie there
+@example(words=["abz", "ba"], general='"(?:ab|ba){1}"', quoted=True)
+def test_a_context_of_literals_builds_as_their_trie(builder: str, words: list[str], general: str | None,
+                                                      quoted: bool, monkeypatch) -> None:
+    """A context of ASCII literals (an object's keys without additional properties, punctuation), or of a
+    general terminal with the literals as its keyword targets (an object's keys beside the general key),
+    is built as the literals' trie (``LexerDFA._build_trie``, :func:`gad.engine.kernels.trie_product`):
+    the reference automaton, and the compiled product's, array for array.  Literals one of which is a
+    prefix of another (without a general terminal), or a general terminal that may go on after a match,
+    take the product."""
+    from gad.engine.lexer import TerminalAutomaton
+
+    if quoted:  # (keys: quoted, so no one a prefix of another)
+        words = [f'"{w}"' for w in words]
+    lits = [TerminalAutomaton.build(f"L{abs(hash(w))}", re.escape(w)) for w in words]
+    if general is None:
+        terms, unless, n_main = lits, {}, len(lits)
+    else:
+        terms = [TerminalAutomaton.build(f"G{abs(hash(general))}", general), *lits]
+        unless, n_main = {0: list(range(1, len(terms)))}, 1
+    ignore = [False] * len(terms)
+    fast = LexerDFA(terms, ignore, unless, n_main, terms)
+    if builder == "compiled" and len(terms) > 1:
+        _compare_trie_build(fast, words, general, monkeypatch)
+    _check_context(fast)
+
+
+def _compare_trie_build(fast: LexerDFA, words: list[str], general: str | None, monkeypatch) -> None:
+    terms, ignore, unless, n_main = fast.terms, [False] * len(fast.terms), fast.unless, fast.n_main
+    srt = sorted(w.encode() for w in words)
+    prefix = any(b.startswith(a) for a, b in zip(srt, srt[1:]))
+    ext = general is not None and bool((lambda t: (t[6] & t[2]).any())(terms[0].byte_tables()))
+    assert (fast._trie_shape() is not None) == (not ext if general is not None else not prefix)
+    with monkeypatch.context() as mp:  # (undone before hypothesis's next example)
+        mp.setattr(LexerDFA, "_build_trie", lambda self: False)
+        product = LexerDFA(terms, ignore, unless, n_main, terms)
+    _assert_same_build(fast, product)
 
 
 def test_row_views_read_the_table_before_and_after_the_automaton_grows(builder: str) -> None:
