@@ -776,8 +776,17 @@ def product_reach(table: np.ndarray, reach: np.ndarray, cols: np.ndarray | None 
 
 
 @_jit
-def _alone_state(g: int, best: int, p: int, n_codes: int, amap: np.ndarray, karr: np.ndarray, st: np.ndarray,
-                 cnt: np.ndarray) -> int:  # pragma: no cover - compiled
+def _blank_row(n: int, karr: np.ndarray, table: np.ndarray) -> None:  # pragma: no cover - compiled
+    # a new state's key row (every terminal dead) and transitions (all to the dead state)
+    for c in range(karr.shape[1]):
+        karr[n, c] = -1
+    for b in range(256):
+        table[n, b] = 0
+
+
+@_jit
+def _alone_state(g: int, best: int, p: int, n_codes: int, amap: np.ndarray, karr: np.ndarray, table: np.ndarray,
+                 st: np.ndarray, cnt: np.ndarray) -> int:  # pragma: no cover - compiled
     # the id of the state where the general terminal alone is alive (local state g, best so far, partial
     # character p; every literal dead), added as state cnt[0] when new; -1 when the buffers are full
     at = (g * 2 + best + 1) * n_codes + p
@@ -788,6 +797,7 @@ def _alone_state(g: int, best: int, p: int, n_codes: int, amap: np.ndarray, karr
     if n >= karr.shape[0]:
         return -1
     w = karr.shape[1] - 2
+    _blank_row(n, karr, table)
     karr[n, 0] = g
     karr[n, w] = best
     karr[n, w + 1] = p
@@ -802,13 +812,14 @@ def _alone_state(g: int, best: int, p: int, n_codes: int, amap: np.ndarray, karr
 
 @_jit
 def _trie_child(jj: int, kk: int, d: int, g2: int, nb: int, parent: int, has_g: bool, col: np.ndarray,
-                karr: np.ndarray, st: np.ndarray, cnt: np.ndarray) -> int:  # pragma: no cover - compiled
+                karr: np.ndarray, table: np.ndarray, st: np.ndarray, cnt: np.ndarray) -> int:  # pragma: no cover - compiled
     # a new state for the trie node of the literals [jj, kk) at depth d (general state g2, best nb), a
     # child of state parent; -1 when the buffers are full
     n = cnt[0]
     if n >= karr.shape[0]:
         return -1
     w = karr.shape[1] - 2
+    _blank_row(n, karr, table)
     st[n, 0] = jj
     st[n, 1] = kk
     st[n, 2] = d
@@ -839,15 +850,15 @@ def _run_end(lits: np.ndarray, lit_off: np.ndarray, jj: int, hi: int, d: int) ->
 @_jit
 def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g: bool, g_asc: np.ndarray,
                   g_ae: np.ndarray, g_fin: np.ndarray, g_start: int, pend: np.ndarray, lead_code: np.ndarray,
-                  karr: np.ndarray, table: np.ndarray, win: np.ndarray, reach: np.ndarray) -> int:  # pragma: no cover - compiled
+                  karr: np.ndarray, table: np.ndarray, st: np.ndarray, win: np.ndarray, reach: np.ndarray) -> int:  # pragma: no cover - compiled
     k = lit_off.size - 1
     w = karr.shape[1] - 2
     n_codes = pend.shape[0]
     n_g = g_asc.shape[0] if has_g else 1
     amap = np.full(n_g * 2 * n_codes, -1, np.int64)
-    # per state: trie range lo, hi (lo -1: the general terminal alone), depth, general state, best, partial
-    st = np.empty((karr.shape[0], 7), np.int64)  # (and the parent of a trie node)
-    alone = np.zeros(karr.shape[0], np.bool_)  # per trie node: a move out of the trie
+    # st, per state: trie range lo, hi (lo -1: the general terminal alone), depth, general state, best,
+    # partial character, and the parent of a trie node; alone, per trie node: a move out of the trie
+    alone = np.zeros(karr.shape[0], np.bool_)
     # a trie node's row where it leaves the trie depends on (general state, best) alone: made at the
     # first node with them (its own children's bytes, where the general terminal lives, marked -2 and
     # listed in unk), then copied; the -2 bytes and the node's children are filled in byte order
@@ -857,6 +868,10 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
     n_unk = np.zeros(n_g * 2, np.int64)
     n_out = np.zeros(n_g * 2, np.int64)  # per row made: its moves out of the trie (bytes)
     cnt = np.array([2], np.int64)
+    _blank_row(0, karr, table)
+    _blank_row(1, karr, table)
+    win[0] = -1
+    reach[0] = 0
     st[1, 0] = 0
     st[1, 1] = k
     st[1, 2] = 0
@@ -892,7 +907,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                     for j in range(jj, kk):
                         if lit_off[j + 1] - lit_off[j] == d + 1:
                             nb = col[j]
-                    sid = _trie_child(jj, kk, d + 1, 0, nb, i, False, col, karr, st, cnt)
+                    sid = _trie_child(jj, kk, d + 1, 0, nb, i, False, col, karr, table, st, cnt)
                     if sid < 0:
                         return -1
                     table[i, lits[lit_off[jj] + d]] = sid
@@ -914,7 +929,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                     nb = 0 if g_fin[g2] else best
                     if jj < hi and lits[lit_off[jj] + d] == b:
                         kk = _run_end(lits, lit_off, jj, hi, d)
-                        sid = _trie_child(jj, kk, d + 1, g2, nb, i, True, col, karr, st, cnt)
+                        sid = _trie_child(jj, kk, d + 1, g2, nb, i, True, col, karr, table, st, cnt)
                         if sid < 0:
                             return -1
                         table[i, b] = sid
@@ -925,7 +940,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                         continue
                     sid = amap[(g2 * 2 + nb + 1) * n_codes]
                     if sid < 0:
-                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, table, st, cnt)
                         if sid < 0:
                             return -1
                     table[i, b] = sid
@@ -937,7 +952,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                     for b in range(128, 256):
                         c = lead_code[b]
                         if c != 0:
-                            sid = _alone_state(g, best, c, n_codes, amap, karr, st, cnt)
+                            sid = _alone_state(g, best, c, n_codes, amap, karr, table, st, cnt)
                             if sid < 0:
                                 return -1
                             table[i, b] = sid
@@ -959,7 +974,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                         if rows[rc, bc] > 0:  # (a move out of the trie at the first node)
                             out -= 1
                         if g2 >= 0:
-                            sid = _trie_child(jj, kk, d + 1, g2, 0 if g_fin[g2] else best, i, True, col, karr, st, cnt)
+                            sid = _trie_child(jj, kk, d + 1, g2, 0 if g_fin[g2] else best, i, True, col, karr, table, st, cnt)
                             if sid < 0:
                                 return -1
                             table[i, bc] = sid
@@ -971,7 +986,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                         nb = 0 if g_fin[g2] else best
                         sid = amap[(g2 * 2 + nb + 1) * n_codes]
                         if sid < 0:
-                            sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                            sid = _alone_state(g2, nb, 0, n_codes, amap, karr, table, st, cnt)
                             if sid < 0:
                                 return -1
                         table[i, bu] = sid
@@ -987,7 +1002,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                     nb = 0 if g_fin[g2] else best
                     sid = amap[(g2 * 2 + nb + 1) * n_codes]
                     if sid < 0:
-                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, st, cnt)
+                        sid = _alone_state(g2, nb, 0, n_codes, amap, karr, table, st, cnt)
                         if sid < 0:
                             return -1
                     table[i, b] = sid
@@ -995,7 +1010,7 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
                 for b in range(128, 256):
                     c = lead_code[b]
                     if c != 0:
-                        sid = _alone_state(g, best, c, n_codes, amap, karr, st, cnt)
+                        sid = _alone_state(g, best, c, n_codes, amap, karr, table, st, cnt)
                         if sid < 0:
                             return -1
                         table[i, b] = sid
@@ -1004,9 +1019,9 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
             if pend[p, 0] == 1:
                 g2 = g_ae[g]
                 if g2 >= 0:
-                    sid = _alone_state(g2, 0 if g_fin[g2] else best, 0, n_codes, amap, karr, st, cnt)
+                    sid = _alone_state(g2, 0 if g_fin[g2] else best, 0, n_codes, amap, karr, table, st, cnt)
             else:
-                sid = _alone_state(g, best, pend[p, 3], n_codes, amap, karr, st, cnt)
+                sid = _alone_state(g, best, pend[p, 3], n_codes, amap, karr, table, st, cnt)
             if sid < 0:
                 return -1
             for b in range(pend[p, 1], pend[p, 2] + 1):
@@ -1045,6 +1060,13 @@ def _trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, has_g:
     return n
 
 
+def _trie_buffers(cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`trie_product`'s per-state work arrays for ``cap`` states, unwritten: ``(cap, 7)`` int64 (trie
+    range, depth, general state, best, partial character, parent), then ``(cap,)`` int64 winners and
+    reachable winners."""
+    return np.empty((cap, 7), dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+
+
 def trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, n_terms: int,
                  general: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None, pend: np.ndarray,
                  lead_code: np.ndarray, max_states: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -1079,21 +1101,38 @@ def trie_product(lits: np.ndarray, lit_off: np.ndarray, col: np.ndarray, n_terms
         g_asc, g_ae, g_fin, g_start = general
         cap = lits.size + 2 + 2 * g_asc.shape[0] * pend.shape[0]
     cap = min(cap, max_states + 1)
-    karr = np.full((cap, n_terms + 2), -1, dtype=np.int32)
-    table = np.zeros((cap, 256), dtype=np.int32)
-    win = np.full(cap, -1, dtype=np.int64)
-    reach = np.zeros(cap, dtype=np.int64)
-    n = _trie_product(lits, lit_off, col, has_g, g_asc, g_ae, g_fin, g_start, pend, lead_code, karr, table, win, reach)
+    width = n_terms + 2
+    scratch = cap <= SCRATCH_MAX_ROWS and width <= KEY_WIDTH_MAX
+    if scratch:  # (the product's resident buffers, and this walk's: no page new to the process)
+        size, flat, table, _, _ = _product_scratch()
+        if size < cap:
+            grown = _product_buffers(max(cap, 4 * size), KEY_WIDTH_MAX)
+            size, flat, table = grown[0], grown[1], grown[2]
+            _SCRATCH.bufs = grown
+        work = getattr(_SCRATCH, "trie", None)
+        if work is None or work[0].shape[0] < size:
+            work = _SCRATCH.trie = _trie_buffers(size)
+        karr = flat[: cap * width].reshape(cap, width)
+        table = table[:cap]
+    else:
+        karr = np.empty((cap, width), dtype=np.int32)
+        table = np.empty((cap, 256), dtype=np.int32)
+        work = _trie_buffers(cap)
+    st, win, reach = work[0][:cap], work[1][:cap], work[2][:cap]
+    n = _trie_product(lits, lit_off, col, has_g, g_asc, g_ae, g_fin, g_start, pend, lead_code, karr, table, st,
+                      win, reach)
     if n < 0:
         return None
     table = table[:n].copy()
-    reach = reach[:n]
+    win = win[:n].copy()
     if reach[0] < 0:  # (not closed by the kernel)
-        reach[:] = 0
-        at = np.flatnonzero(win[:n] >= 0)
+        reach = np.zeros(n, dtype=np.int64)
+        at = np.flatnonzero(win >= 0)
         reach[at] = np.left_shift(1, win[at])
         product_reach(table, reach)
-    return karr[:n].copy(), table, win[:n], reach
+    else:
+        reach = reach[:n].copy()
+    return karr[:n].copy(), table, win, reach
 
 
 @_jit
@@ -1331,6 +1370,10 @@ def load() -> None:
                               np.zeros(256, dtype=np.int32), np.zeros(128, dtype=np.int32), i32, 4)
     if product is not None:
         product_reach(product[1], np.zeros(product[1].shape[0], dtype=np.int64))
+    # a context of literals, and of a general terminal with them (the literals' bytes are read-only)
+    lits, lit_off, col = np.frombuffer(b"ab", dtype=np.uint8), np.array([0, 1, 2], dtype=np.int64), np.arange(2)
+    trie_product(lits, lit_off, col, 2, None, pend, np.zeros(256, dtype=np.int32), 4)
+    trie_product(lits, lit_off, col + 1, 3, (one, i32, np.ones(1, dtype=bool), 0), pend, np.zeros(256, dtype=np.int32), 8)
     lockstep(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
              1, 1, 4)
     trie_search(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
