@@ -3,7 +3,10 @@
 Every lexer context of the JSON Schema grammars of MaskBench (every ``--step``-th file, sorted by
 name), and of the shipped json and sql grammars, is built from its start state twice
 (:class:`gad.engine.lexer.LexerDFA` with ``gad.engine.kernels.ENABLED`` on, then off) and the two
-automata are checked equal (keys, table, forks).  Reports the contexts each builder took, their
+automata are checked equal (keys, table, forks).  The contexts the compiled build takes as a trie of
+literals (``LexerDFA._build_trie``: an object's keys, punctuation) are built a third time by the
+compiled product and checked equal array for array (key rows, table, forks, their ok-bytes, reachable
+winners); the trie and the product are timed on those contexts.  Reports the contexts each builder took, their
 states, total build time and µs per state, and the same for the contexts over 300 states; each
 builder's per-terminal caches are warm (each context built once before timing), as in a serving
 process; contexts only the Python builder takes (a terminal naming a non-ASCII character, over 62
@@ -65,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
     specs = [c for g in grammars for c in contexts(g)]
     rows: dict[str, dict[str, list[float]]] = {"compiled": {"t": [], "n": []}, "python": {"t": [], "n": []}}
+    trie: dict[str, dict[str, list[float]]] = {"trie": {"t": [], "n": []}, "product": {"t": [], "n": []}}
+    build_trie = LexerDFA._build_trie
     by_python_only = 0
     python_only = [0.0, 0]  # their build time (s) and states
     for terms, ignore, unless, n_main, uni in specs:
@@ -89,6 +94,21 @@ def main(argv: list[str] | None = None) -> int:
         for name, (dfa, dt) in built.items():
             rows[name]["t"].append(dt)
             rows[name]["n"].append(dfa.n_states)
+        if a._trie_shape() is not None:
+            try:
+                LexerDFA._build_trie = lambda self: False  # type: ignore[method-assign]
+                t0 = time.perf_counter()
+                c = LexerDFA(terms, ignore, unless, n_main, uni)
+                t_product = time.perf_counter() - t0
+            finally:
+                LexerDFA._build_trie = build_trie  # type: ignore[method-assign]
+            for name in ("_karr", "table", "fork_id", "fork_ok", "reach_group"):
+                assert np.array_equal(getattr(a, name), getattr(c, name)), (name, a.names)
+            assert a.forks == c.forks and a.reach == c.reach, a.names
+            trie["trie"]["t"].append(built["compiled"][1])
+            trie["product"]["t"].append(t_product)
+            for r in trie.values():
+                r["n"].append(a.n_states)
     print(f"{len(grammars)} grammars, {len(specs)} contexts ({by_python_only} left to the Python builder: a "
           f"terminal names a non-ASCII character, or over 62 terminals; {python_only[1]:,} states, "
           f"{1e3 * python_only[0]:,.0f} ms)")
@@ -101,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * t[big].sum():,.0f} ms, {1e6 * t[big].sum() / max(1, n[big].sum()):.1f} |")
     ratio = np.sum(rows["python"]["t"]) / np.sum(rows["compiled"]["t"])
     print(f"Python / compiled total build time: {ratio:.1f}x")
+    n_trie = len(trie["trie"]["t"])
+    if n_trie:
+        t_trie, t_prod = (np.asarray(trie[k]["t"]) for k in ("trie", "product"))
+        print(f"the {n_trie} contexts built as a trie of literals ({int(np.sum(trie['trie']['n'])):,} states), each "
+              "checked equal to the product's: median µs per context, trie "
+              f"{1e6 * np.median(t_trie):.0f} against product {1e6 * np.median(t_prod):.0f} "
+              f"(total {1e3 * t_trie.sum():,.0f} against {1e3 * t_prod.sum():,.0f} ms)")
     return 0
 
 
