@@ -247,6 +247,30 @@ _ECMA = Dialect(char=lambda o: _rx_lit(_spell(chr(o))), chars=lambda r: _unit_se
                 categories=_CATEGORIES, dot=_complement(_LINE_TERM))
 
 
+MAX_SCHEMA_NESTING = 128  # JSON levels (objects and arrays) a schema document may nest; MaskBench's deepest: 27
+
+
+def _check_nesting(root: Any) -> None:
+    """Refuse a schema document nested deeper than :data:`MAX_SCHEMA_NESTING` JSON levels (objects and
+    arrays), found without recursion: past it, the checks and the conversion would overflow Python's
+    stack (a ``RecursionError`` deep inside ``jsonschema``).
+
+    Raises:
+        UnsupportedSchemaError: at the pointer of the first value past the limit, its key the keyword."""
+    todo: list[tuple[Any, str, str, int]] = [(root, "", "", 1)]
+    while todo:
+        node, ptr, key, depth = todo.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth > MAX_SCHEMA_NESTING:
+            raise UnsupportedSchemaError(f"the schema nests objects and arrays over {MAX_SCHEMA_NESTING} "
+                                         "levels deep (gad's limit)", pointer=ptr, keyword=key)
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for k, v in items:
+            if isinstance(v, (dict, list)):
+                todo.append((v, _ptr_join(ptr, str(k)), str(k) if isinstance(node, dict) else key, depth + 1))
+
+
 def pattern_regex(pattern: str) -> str:
     """The content regex (canonical units) of strings in which ``pattern`` finds a match.
 
@@ -925,6 +949,7 @@ class _Gen:
         self.work: list[Any] = []
         self.n = 0
         self.depth = 0
+        _check_nesting(root)
         try:
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             check_schema(cls, root)  # cls.check_schema's verdict, most schemas without jsonschema
@@ -1018,7 +1043,8 @@ class _Gen:
     def flatten(self, node: Any, ptr: str, depth: int = 0) -> Any:
         """Resolve $ref / allOf into one dict: {kw: value}, '_ptr': {kw: ptr}, '_unions': [...]."""
         if depth > 64:
-            self.unsupported(ptr, "$ref", "reference cycle without any structure in between")
+            self.unsupported(ptr, "$ref", "$ref / allOf nested over 64 deep without an object or array in "
+                                          "between: a reference cycle, or nesting past gad's limit")
             return {"_ptr": {}, "_unions": []}
         if node is True:
             return {"_ptr": {}, "_unions": []}
@@ -1258,8 +1284,9 @@ class _Gen:
         self.depth += 1
         try:
             if self.depth > 48:
-                self.unsupported(ptr, "$ref", "a reference cycle through anyOf / oneOf / allOf with no "
-                                              "object or array in between")
+                self.unsupported(ptr, "$ref", "anyOf / oneOf / allOf / $ref nested over 48 deep without an "
+                                              "object or array in between: a reference cycle, or nesting past "
+                                              "gad's limit")
                 return _Parts()
             return self._parts(node, ptr, flat)
         finally:

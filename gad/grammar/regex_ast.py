@@ -171,7 +171,9 @@ def parse(pattern: str) -> list:
         raise RegexUnsupported("inline flags such as (?i) are not supported")
     if _names_surrogate(parsed):
         raise RegexUnsupported("a surrogate code point (U+D800-U+DFFF) as a character or a class bound: "
-                               "UTF-8 text cannot hold one")
+                               "UTF-8 text cannot hold one (a pair such as \\uD83D\\uDE00 is one character in "
+                               "JavaScript but two in Python's re, which jsonschema uses: write the character "
+                               "itself)")
     return list(parsed)
 
 

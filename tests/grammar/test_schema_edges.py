@@ -129,3 +129,48 @@ def test_strict_and_lenient_must_be_bools(kw: dict) -> None:
 
     with pytest.raises(InvalidArgumentError):
         gad.Grammar.from_json_schema({"type": "string"}, **kw)
+
+
+def _nested(kind: str, n: int) -> dict:
+    s: dict = {"type": "string"}
+    for _ in range(n):
+        if kind == "items":
+            s = {"type": "array", "items": s}
+        elif kind == "properties":
+            s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+        else:  # (anyOf: a string or null; allOf: a string and anything)
+            s = {kind: [s, {"type": "null"} if kind == "anyOf" else {}]}
+    return s
+
+
+def test_nesting_past_the_limit_is_refused_at_its_pointer() -> None:
+    """A schema nested deeper than gad's limit was an InvalidSchemaError quoting Python's recursion limit
+    (from deep inside jsonschema); it is a typed refusal at the first value past the limit, and a document
+    at the limit still converts (MaskBench's deepest schema nests 27 levels)."""
+    import gad
+    from gad.grammar.json_schema import MAX_SCHEMA_NESTING
+
+    depth = MAX_SCHEMA_NESTING - 1
+    agree(_nested("items", depth), ["[" * depth + '"x"' + "]" * depth, "[" * depth + "1" + "]" * depth])
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        gad.Grammar.from_json_schema(_nested("items", MAX_SCHEMA_NESTING))
+    assert ei.value.keyword == "items" and ei.value.pointer == "/items" * MAX_SCHEMA_NESTING
+    with pytest.raises(UnsupportedSchemaError) as ei:  # (2 levels per property: properties, then "a")
+        gad.Grammar.from_json_schema(_nested("properties", 150))
+    assert ei.value.pointer == "/properties/a" * 64 and ei.value.keyword == "a"
+    with pytest.raises(UnsupportedSchemaError):  # (no lenient way around it: nothing to drop)
+        gad.Grammar.from_json_schema(_nested("properties", 150), lenient=True)
+
+
+def test_deep_unions_are_not_called_reference_cycles() -> None:
+    """anyOf nested past the converter's cycle guard (48) named a $ref cycle where there was none; allOf
+    nested past its guard (64) is past the nesting limit first."""
+    import gad
+
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        gad.Grammar.from_json_schema(_nested("anyOf", 60))
+    assert "nested over 48 deep" in ei.value.reason and "nesting past gad's limit" in ei.value.reason
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        gad.Grammar.from_json_schema(_nested("allOf", 64))
+    assert "levels deep (gad's limit)" in ei.value.reason
+    gad.Grammar.from_json_schema(_nested("allOf", 63))
