@@ -1225,9 +1225,9 @@ class LexerDFA:
             r: Any = list(map(tuple, self.table.tolist()))
         elif name == "_index":
             keys = self._keys
-            r = dict(zip(keys[1:karr.shape[0]], range(1, karr.shape[0])))
-        else:
-            r = [None, *self._compiled_keys(karr[1:])]
+            r = dict(zip(keys[1:], range(1, len(keys))))
+        else:  # (then the guarded start states added since the build, _guarded_start)
+            r = [None, *self._compiled_keys(karr[1:]), *self.__dict__.pop("_more_keys", ())]
         self.__dict__[name] = r
         return r
 
@@ -1302,6 +1302,11 @@ class LexerDFA:
         index = self.__dict__.get("_index")
         if index is not None or "_karr" not in self.__dict__:
             return self._index.get(key)
+        if key[2]:  # (a guard: only a start state added since the build can have one, _guarded_start)
+            if "_keys" in self.__dict__:
+                return self._index.get(key)
+            more = self.__dict__.get("_more_keys", [])
+            return self._karr.shape[0] + more.index(key) if key in more else None
         row = self._key_row(key)
         if row is None:
             return None
@@ -1325,6 +1330,8 @@ class LexerDFA:
             if row is not None:
                 rows.append(row)
                 at.append(j)
+            elif key[2]:
+                out[j] = self.state_of(key)
         if not rows:
             return out
         weights = _KEY_WEIGHTS[: n_terms + 2]
@@ -1346,6 +1353,15 @@ class LexerDFA:
                     break
                 a += 1
         return out
+
+    def _keys_between(self, lo: int, hi: int) -> list[tuple | None]:
+        """The keys of states ``lo`` to ``hi - 1``, without making a compiled build's keys for states
+        past it (the guarded starts waiting in ``_more_keys``)."""
+        karr = self.__dict__.get("_karr")
+        if "_keys" not in self.__dict__ and karr is not None and lo >= karr.shape[0]:
+            more = self.__dict__.get("_more_keys", [])
+            return more[lo - karr.shape[0]:hi - karr.shape[0]]
+        return self._keys[lo:hi]
 
     def _compiled_keys(self, karr: np.ndarray) -> list[tuple]:
         """The state keys ``(main, best, guard, pending)`` of key rows ``karr`` of a compiled build
@@ -1385,11 +1401,62 @@ class LexerDFA:
         i = memo.get(guard)
         if i is None:
             key = (tuple(t.initial for t in self.terms), -1, guard, ())
-            i = self._index.get(key)
+            i = self.state_of(key)
+            if i is None:
+                i = self._guarded_start(key)
             if i is None:
                 i = self._add(key)
                 self._explore(i)
             memo[guard] = i
+        return i
+
+    def _guarded_start(self, key: tuple) -> int | None:
+        """Add the empty lexeme under a guard (``key``, not a state yet) without the builder, where its
+        guard lasts one byte: on every byte the start state can read, each guard terminal either dies or
+        completes (then the byte is dead: Lark lexed the earlier text otherwise), so the new state's
+        row is the start state's with those bytes dead and it leads to no new state; and no byte >= 0x80
+        is live from the start (else its partial characters would carry the guard).  Returns the new
+        state, or None where the guard can last longer (the builder adds it).  This is the empty object's
+        ``{}`` guarding the context after ``{`` in every JSON-Schema grammar: the builder made every key
+        of a compiled build and stepped each of its terminals (0.3-0.8 ms at an object's first key).
+        ``tests/engine/test_lexer_build.py`` checks the result against the reference, state for state."""
+        start = self.table[START]
+        if start[0x80:].any():
+            return None
+        kill = cont = 0
+        for name, gs in key[2]:
+            inf = self._guard_term(name).ascii_info(gs)
+            kill |= inf[4]
+            cont |= inf[1] & ~inf[4]
+        row = start.copy()
+        if kill:
+            row[_bits(kill)[1]] = DEAD
+        if cont and row[_bits(cont)[1]].any():
+            return None
+        if "_keys" in self.__dict__ or "_karr" not in self.__dict__:
+            i = self._add(key)
+        else:  # (a compiled build's keys are not made for it: the key waits in _more_keys)
+            if len(self._fork_list) >= MAX_CONTEXT_STATES:
+                self._too_many_states()
+            i = len(self._fork_list)
+            self.__dict__.setdefault("_more_keys", []).append(key)
+            self._fork_list.append(-1)
+            self._reach_list.append(0)
+            rows = self.__dict__.get("rows")
+            if rows is not None:
+                rows.append(())
+        rows = self.__dict__.get("rows")
+        if rows is not None:
+            rows[i] = tuple(row.tolist())
+        at = np.flatnonzero(row)
+        dst = row[at]
+        nxt = np.unique(dst).tolist()
+        for d in nxt:
+            self._new_at.append(at[dst == d])
+            self._new_dst.append(d)
+        self._new_n.append(len(nxt))
+        self._succ[i] = set(nxt)
+        self._finish(i)
         return i
 
     def _add(self, key: tuple) -> int:
@@ -1473,7 +1540,7 @@ class LexerDFA:
         """Extend the arrays with the states from ``first`` on (older states never change).  ``table``:
         the whole ``(n_states, 256)`` table of a compiled build, whose reachable winners are in
         ``_reach_list`` already, its forks' ok-bytes in ``fork_ok`` ``(forks, 256)`` bool (None: no fork)."""
-        n = len(self._keys) if table is None else table.shape[0]
+        n = len(self._fork_list) if table is None else table.shape[0]
         old = self.n_states
         new_rows = np.zeros((n - old, 256), dtype=np.int32) if table is None else table
         if table is None and self._new_at:
@@ -1499,7 +1566,7 @@ class LexerDFA:
             self.is_start[START] = True
         else:
             init = tuple(t.initial for t in self.terms)
-            starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys[old:n]]
+            starts = [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in self._keys_between(old, n)]
             self.is_start = np.concatenate([self.is_start, np.asarray(starts, dtype=bool)]) if old \
                 else np.asarray(starts, dtype=bool)
         # reachable fork winners: fixed point over the new states (old states' sets are final)

@@ -140,12 +140,21 @@ def _assert_matches_reference(dfa: LexerDFA, seeds: list[tuple]) -> None:
     assert dfa.is_start.tolist() == [k is not None and k[0] == init and k[1] < 0 and not k[3] for k in keys]
 
 
-def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
+def _check_context(dfa: LexerDFA, rounds: int = 2) -> bool:
     """The automaton as built, then with the start states of its forks' guards added (``rounds`` times:
     a start under a guard reaches forks with new guards)."""
     init = tuple(t.fsm.initial for t in dfa.terms)
     own_nonascii = any(t.nonascii for t in dfa.terms)  # (the grammar's other terminals do not matter)
     assert dfa.compiled_build == (kernels.ENABLED and not own_nonascii and 0 < len(dfa.terms) <= 62)
+    # the start states of the first guards, added before any key is made (a compiled build's guarded
+    # starts then wait apart from its keys: LexerDFA._guarded_start)
+    first = sorted({g for _, g in dfa.forks if g}, key=repr)[:4]
+    early = [dfa.start_for(g) for g in first]
+    fast = "_more_keys" in dfa.__dict__
+    if first:  # (found again, one by one and many at once, still before any key is made)
+        starts = [(init, -1, g, ()) for g in first]
+        assert [dfa.state_of(k) for k in starts] == early
+        assert dfa.states_of([*starts, (init, -1, frozenset(), ())]) == [*early, START]
     # keys and states looked up many at once (from a compiled build's key rows, before its keys are made)
     # agree with the keys made one by one, and a key no state has is found nowhere
     n = dfa.n_states
@@ -153,7 +162,8 @@ def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
     found = dfa.states_of([*batch, (tuple([-2] * len(dfa.terms)), 99, frozenset(), ())])
     assert batch == [dfa._keys[s] for s in range(1, n)]
     assert found == [*range(1, n), None]
-    seeds = [dfa._keys[START]]
+    seeds = [dfa._keys[START], *((init, -1, g, ()) for g in first)]
+    assert early == [dfa._index[k] for k in seeds[1:]]
     _assert_matches_reference(dfa, seeds)
     for _ in range(rounds):
         guards = sorted({g for _, g in dfa.forks if g}, key=repr)[:8]
@@ -163,6 +173,7 @@ def _check_context(dfa: LexerDFA, rounds: int = 2) -> None:
             seeds.append((init, -1, g, ()))
             assert dfa.start_for(g) == dfa._index[seeds[-1]]
         _assert_matches_reference(dfa, seeds)
+    return fast
 
 
 def _contexts(cg: CompiledGrammar) -> list[LexerDFA]:
@@ -253,13 +264,35 @@ _SCHEMA = {"type": "object", "properties": {
 
 
 @pytest.mark.parametrize("whitespace", ["compact", 2])
-def test_json_schema_contexts_build_the_reference_automata(whitespace) -> None:
+def test_json_schema_contexts_build_the_reference_automata(whitespace, monkeypatch) -> None:
     g = Grammar.from_json_schema(_SCHEMA, whitespace=whitespace)
     cg = CompiledGrammar(g.lark, Vocabulary.from_strings(list('{}[]:," 0123abc')), g)
     dfas = _contexts(cg)
     assert any(len(d.names) >= 4 for d in dfas)  # keys as literals beside the generic string
     for dfa in dfas:
         _check_context(dfa, rounds=1)
+    # the guards one context's closes leave on the next (the empty object "{}" after "{", the empty
+    # array after "["), on a fresh build of every context: most last one byte, and their starts are
+    # added without the builder (and without making a compiled build's keys)
+    guards = sorted({g for d in dfas for _, g in d.forks if g}, key=repr)
+    assert guards
+    added = []
+    real = LexerDFA._guarded_start
+
+    def counted(self, key):
+        i = real(self, key)
+        added.append(i is not None and ("_keys" not in self.__dict__ or not self.compiled_build))
+        return i
+
+    monkeypatch.setattr(LexerDFA, "_guarded_start", counted)
+    for dfa in _contexts(CompiledGrammar(g.lark, Vocabulary.from_strings(list('{}[]:," 0123abc')), g)):
+        if not dfa.terms or any(t.nonascii for t in dfa.terms):
+            continue
+        init = tuple(t.fsm.initial for t in dfa.terms)
+        got = [dfa.start_for(gd) for gd in guards]
+        _assert_matches_reference(dfa, [dfa._keys[START], *((init, -1, gd, ()) for gd in guards)])
+        assert got == [dfa.start_for(gd) for gd in guards]
+    assert added and all(added)  # (JSON: every guard dies or fires on the next byte)
 
 
 def test_automaton_read_back_from_a_cache_file_grows_like_a_fresh_one(tmp_path) -> None:
