@@ -308,11 +308,11 @@ class CompiledGrammar:
                 if cid is not None:
                     ctx_of_lexer[id(scanned)] = cid
             if cid is None:
-                terms, unless, n_main = lark_context_terminals(scanned, tables.g_regex_flags)
+                terms, unless, n_main, ignored = lark_context_terminals(scanned, tables.g_regex_flags, ignore)
                 cid = len(self._ctx_specs)
                 ctx_of_sig[sig] = cid
                 ctx_of_lexer[id(scanned)] = cid
-                self._ctx_specs.append((terms, unless, [t.name in ignore for t in terms], n_main))
+                self._ctx_specs.append((terms, unless, ignored, n_main))
             self.state_ctx[state] = cid
         self._automata: dict[str, TerminalAutomaton] = {}
         self._dfas: list[LexerDFA | None] = [None] * len(self._ctx_specs)

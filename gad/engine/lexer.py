@@ -35,6 +35,7 @@ from __future__ import annotations
 import gc
 import re
 from bisect import bisect_right
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, NoReturn, cast
@@ -1626,20 +1627,29 @@ class LexerDFA:
         return out
 
 
-def lark_context_terminals(terminals: list, g_regex_flags: int = 0) -> tuple[list, dict[int, list[int]], int]:
+def lark_context_terminals(terminals: list, g_regex_flags: int = 0, ignore: Collection[str] = ()
+                           ) -> tuple[list, dict[int, list[int]], int, list[bool]]:
     """The terminals of one context of Lark's contextual lexer (``terminals``: Lark ``TerminalDef``
     objects in its scanning order, as a ``BasicLexer`` holds them; ``g_regex_flags``: its global regex
-    flags), after Lark's keyword ("unless") rule.
+    flags; ``ignore``: the names of the ``%ignore`` terminals), after Lark's keyword ("unless") rule.
 
-    Returns ``(terminal_defs, unless, n_main)`` where ``unless[i]`` lists the ids (in the returned
-    order) of string terminals that turn a match of regex terminal ``i`` into their own type when the
-    lexeme equals them, and the first ``n_main`` terminals are those Lark's scanner tries (the rest are
-    the strings Lark drops from the scanner because a regex covers them: only keyword targets).
-    Mirrors ``lark.lexer._create_unless`` (Lark 1.x).
+    Returns ``(terminal_defs, unless, n_main, ignored)`` where ``unless[i]`` lists the ids (in the
+    returned order) of string terminals that turn a match of regex terminal ``i`` into their own type
+    when the lexeme equals them, the first ``n_main`` terminals are those Lark's scanner tries (the rest
+    are the strings Lark drops from the scanner because a regex covers them, and the twins below: only
+    keyword targets), and ``ignored[i]`` whether a lexeme that closes as terminal ``i`` is dropped.
+    Mirrors ``lark.lexer._create_unless`` and ``BasicLexer.next_token`` (Lark 1.x), where whether a
+    lexeme is dropped is decided by the type the scanner matched, *before* the keyword rule retypes it:
+
+    * an ignored regex's lexemes are dropped whatever string they equal: it gets no ``unless`` entry
+      (the strings it covers still leave the scanner);
+    * a kept regex's lexeme equal to an ignored string reaches the parser typed as that string: the
+      target is a twin of the string (the same terminal, not ignored), after all the others.
     """
     from lark.lexer import PatternRE, PatternStr
 
     terminals = list(terminals)
+    dropped = frozenset(ignore)
     embedded: set[str] = set()
     unless_names: dict[str, list[str]] = {}
     for retok in terminals:
@@ -1651,7 +1661,8 @@ def lark_context_terminals(terminals: list, g_regex_flags: int = 0) -> tuple[lis
             s = strtok.pattern.value
             m = re.match(retok.pattern.to_regexp(), s, g_regex_flags)
             if m and m.group(0) == s:
-                unless_names.setdefault(retok.name, []).append(strtok.name)
+                if retok.name not in dropped:
+                    unless_names.setdefault(retok.name, []).append(strtok.name)
                 if set(strtok.pattern.flags) <= set(retok.pattern.flags):
                     embedded.add(strtok.name)
     kept = [t for t in terminals if t.name not in embedded]
@@ -1660,5 +1671,13 @@ def lark_context_terminals(terminals: list, g_regex_flags: int = 0) -> tuple[lis
     extra = [t for t in terminals if t.name in embedded]
     ordered = kept + extra
     pos = {t.name: i for i, t in enumerate(ordered)}
-    unless = {pos[r]: [pos[s] for s in ss] for r, ss in unless_names.items()}
-    return ordered, unless, len(kept)
+    ignored = [t.name in dropped for t in ordered]
+    twin: dict[str, int] = {}
+    for ss in unless_names.values():
+        for name in ss:
+            if name in dropped and name not in twin:
+                twin[name] = len(ordered)
+                ordered.append(ordered[pos[name]])
+                ignored.append(False)
+    unless = {pos[r]: [twin.get(s, pos[s]) for s in ss] for r, ss in unless_names.items()}
+    return ordered, unless, len(kept), ignored

@@ -88,6 +88,13 @@ CASES = [
     ("start: A | A B\nA: /a+/\nB: /ab/\n", "ab", 5, {"aab": False, "ab": False, "aa": True}),
     # an earlier terminal still alive several bytes after a later one matched
     ("start: P Q | R\nP: /p/\nQ: /q+/\nR: /pq+r/\n", "pqr", 6, {"pqqq": True, "pqqr": True, "pq": True}),
+    # the keyword rule retypes a kept regex's "xx" as the ignored SKIP: Lark decides what is dropped by
+    # the type matched (NAME), so the parser gets a SKIP it cannot shift (gad dropped it until session 21)
+    ('start: NAME+\nNAME: /[a-z]+/\nSKIP: "xx"\n%ignore SKIP\n%ignore " "\n', "ax ", 5,
+     {"a xx": False, "a xxa": True, "a": True, "a a": True}),
+    # and an ignored regex's "xx" is dropped though it equals the kept KW (gad fed KW)
+    ('start: "a" KW | "b"\nKW: "xx"\nCOMMENT: /x+/\n%ignore COMMENT\n', "abx", 5,
+     {"axx": False, "a": False, "b": True, "bxx": True, "xxb": True}),
 ]
 
 
