@@ -1270,7 +1270,14 @@ class CompiledGrammar:
             assert base.over_tok is not None and base.over_state is not None
             prior = (base.over_tok, base.over_state)
         n_new = fix_t.size + add_t.size + (drop.size if drop is not None else 0)
-        if n_new <= 64:  # few (the usual case): merged in a dict, in order, the last change of a token winning
+        if kernels.ENABLED:  # the merge below and the root's end states compared, in one compiled call
+            translated = root.dense_end is None and root.codes is not None
+            tok, new, delta, added = kernels.patch_ends(
+                prior[0] if prior else None, prior[1] if prior else None, fix_t, fix_s, drop, add_t, add_s,
+                root.codes if translated else None, root.by_code if translated else None,
+                None if translated else root.dense_end)
+            n = root.n_end + delta
+        elif n_new <= 64:  # few (the usual case): merged in a dict, in order, the last change of a token winning
             ch: dict[int, int] = dict(zip(fix_t.tolist(), fix_s.tolist()))
             if drop is not None:
                 ch.update(dict.fromkeys(drop.tolist(), DEAD))
@@ -1306,11 +1313,12 @@ class CompiledGrammar:
             tok, last = np.unique(t[::-1], return_index=True)  # each token's last change wins
             tok, new = tok.astype(np.int32, copy=False), st[::-1][last]
             added = new
-        was = root.ends_of(tok)
-        changed = new != was
-        if not changed.all():
-            tok, new, was = tok[changed], new[changed], was[changed]
-        n = root.n_end - int(np.count_nonzero(was)) + int(np.count_nonzero(new))
+        if not kernels.ENABLED:
+            was = root.ends_of(tok)
+            changed = new != was
+            if not changed.all():
+                tok, new, was = tok[changed], new[changed], was[changed]
+            n = root.n_end - int(np.count_nonzero(was)) + int(np.count_nonzero(new))
         if n > self._dense_min and tok.size <= OVERLAY_MAX_TOKENS:
             # the end states: a superset (repeats do no harm), the base's and those this call adds
             assert base.end_states is not None

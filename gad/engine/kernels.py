@@ -1333,6 +1333,92 @@ def trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.n
     return _rows(_trie_search, cols, lens, ids, table, fork_id, todo0, max(budget, 0), budget=budget)
 
 
+@_jit
+def _patch_ends(prior_tok: np.ndarray, prior_state: np.ndarray, fix_t: np.ndarray, fix_s: np.ndarray,
+                drop: np.ndarray, add_t: np.ndarray, add_s: np.ndarray, codes: np.ndarray, by_code: np.ndarray,
+                dense: np.ndarray, out_t: np.ndarray, out_s: np.ndarray, ch_s: np.ndarray
+                ) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    # the changes in order (fixes, drops, additions), the last one of a token winning
+    nf, nd, na = fix_t.size, drop.size, add_t.size
+    m = nf + nd + na
+    t_all = np.empty(m, np.int32)
+    s_all = np.empty(m, np.int32)
+    t_all[:nf] = fix_t
+    s_all[:nf] = fix_s
+    t_all[nf:nf + nd] = drop
+    s_all[nf:nf + nd] = 0
+    t_all[nf + nd:] = add_t
+    s_all[nf + nd:] = add_s
+    order = np.argsort(t_all, kind="mergesort")
+    ch_t = np.empty(m, np.int32)
+    k = 0
+    for i in range(m):
+        j = order[i]
+        if i + 1 < m and t_all[order[i + 1]] == t_all[j]:
+            continue
+        ch_t[k] = t_all[j]
+        ch_s[k] = s_all[j]
+        k += 1
+    # merged with the prior changes (ascending, distinct), the new ones winning; a token left ending
+    # where the root ends it is no change
+    i = 0
+    j = 0
+    n = 0
+    delta = 0
+    np_ = prior_tok.size
+    use_codes = codes.size > 0
+    while i < np_ or j < k:
+        if j >= k or (i < np_ and prior_tok[i] < ch_t[j]):
+            t = prior_tok[i]
+            st = prior_state[i]
+            i += 1
+        else:
+            t = ch_t[j]
+            st = ch_s[j]
+            if i < np_ and prior_tok[i] == t:
+                i += 1
+            j += 1
+        w = by_code[codes[t]] if use_codes else dense[t]
+        if st != w:
+            out_t[n] = t
+            out_s[n] = st
+            n += 1
+            delta += (st != 0) - (w != 0)
+    return n, delta, k
+
+
+def patch_ends(prior_tok: np.ndarray | None, prior_state: np.ndarray | None, fix_t: np.ndarray, fix_s: np.ndarray,
+               drop: np.ndarray | None, add_t: np.ndarray, add_s: np.ndarray, codes: np.ndarray | None,
+               by_code: np.ndarray | None, dense: np.ndarray | None
+               ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """The end-state changes of a walk derived from a wide root walk
+    (:meth:`gad.engine.compiler.CompiledGrammar._patched`, whose numpy code is the reference): the
+    base's own changes ``prior_tok`` / ``prior_state`` (ascending, distinct; None: none), then tokens
+    ``fix_t`` ending in ``fix_s``, tokens ``drop`` ending nowhere and tokens ``add_t`` ending in
+    ``add_s`` (int32; the last change of a token wins), kept only where they differ from the root's
+    end state: ``by_code[codes[t]]`` where ``codes`` is given, else ``dense[t]`` (0: none).
+
+    Returns ``(tokens ascending, their end states, change in the number of end tokens, the end
+    states of this call's changes)`` (int32 arrays)."""
+    none = np.zeros(0, dtype=np.int32)
+    pt = none if prior_tok is None else prior_tok.astype(np.int32, copy=False)
+    ps = none if prior_state is None else prior_state.astype(np.int32, copy=False)
+    dr = none if drop is None else drop.astype(np.int32, copy=False)
+    size = pt.size + fix_t.size + dr.size + add_t.size
+    out_t = np.empty(size, dtype=np.int32)
+    out_s = np.empty(size, dtype=np.int32)
+    ch_s = np.empty(fix_t.size + dr.size + add_t.size, dtype=np.int32)
+    if codes is not None and by_code is not None:  # (int32 or int64 codes: each its own compiled version)
+        c, b, dn = codes, by_code.astype(np.int32, copy=False), none
+    else:
+        assert dense is not None
+        c, b, dn = none, none, dense.astype(np.int32, copy=False)
+    n, delta, k = _patch_ends(pt, ps, fix_t.astype(np.int32, copy=False), fix_s.astype(np.int32, copy=False), dr,
+                              add_t.astype(np.int32, copy=False), add_s.astype(np.int32, copy=False), c, b, dn,
+                              out_t, out_s, ch_s)
+    return out_t[:n], out_s[:n], int(delta), ch_s[:k]
+
+
 def load() -> None:
     """Compile (or load from numba's cache) every compiled walk now, on tiny inputs, instead of on
     the first mask that needs one (a one-off cost per process: ~0.1-1 s, seconds when nothing is
@@ -1378,3 +1464,6 @@ def load() -> None:
              1, 1, 4)
     trie_search(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
                 [(0, 1, 0, 1)], 4)
+    patch_ends(i32, i32, i32, i32, i32, i32, i32, None, None, i32)
+    patch_ends(None, None, i32, i32, None, i32, i32, i32, i32, None)
+    patch_ends(None, None, i32, i32, None, i32, i32, i64, i32, None)
