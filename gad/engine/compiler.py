@@ -1368,6 +1368,8 @@ class CompiledGrammar:
                         break
         if not cands:
             return None
+        if kernels.ENABLED:
+            return kernels.cheapest_reference(dfa.table, cands, d, self._first_hist, budget)
         row = dfa.table[d]
         # tokens to walk from ``d`` per reference: first byte live from ``d`` and leading elsewhere
         # (a bool matrix times float64 counts: exact below 2**53, and no int64 copy of the matrix)

@@ -1334,6 +1334,37 @@ def trie_search(cols: np.ndarray, lens: np.ndarray, ids: np.ndarray, table: np.n
 
 
 @_jit
+def _cheapest_reference(table: np.ndarray, cands: np.ndarray, d: int, hist: np.ndarray, budget: int
+                        ) -> int:  # pragma: no cover - compiled
+    best = budget
+    at = -1
+    row = table[d]
+    for ci in range(cands.size):
+        c = cands[ci]
+        cost = 0
+        for b in range(256):
+            if row[b] != 0 and table[c, b] != row[b]:
+                cost += hist[b]
+                if cost >= best:
+                    break
+        if cost < best:
+            best = cost
+            at = ci
+    return at
+
+
+def cheapest_reference(table: np.ndarray, cands: list[int], d: int, hist: np.ndarray, budget: int) -> int | None:
+    """The first of states ``cands`` (of a lexer automaton with ``table`` ``(n_states, 256)`` int32) that
+    minimises the tokens to walk from state ``d`` when its root walk is derived from theirs: the sum of
+    ``hist`` ``(256,)`` int64 (content tokens per first byte) over the bytes live from ``d`` that lead
+    ``d`` elsewhere than the candidate; None unless that sum is below ``budget``
+    (:meth:`gad.engine.compiler.CompiledGrammar._reference_root`, whose numpy code is the reference).
+    A candidate is dropped as soon as its sum reaches the best so far."""
+    at = _cheapest_reference(table, np.asarray(cands, dtype=np.int64), d, hist, budget)
+    return cands[at] if at >= 0 else None
+
+
+@_jit
 def _patch_ends(prior_tok: np.ndarray, prior_state: np.ndarray, fix_t: np.ndarray, fix_s: np.ndarray,
                 drop: np.ndarray, add_t: np.ndarray, add_s: np.ndarray, codes: np.ndarray, by_code: np.ndarray,
                 dense: np.ndarray, out_t: np.ndarray, out_s: np.ndarray, ch_s: np.ndarray
@@ -1465,5 +1496,9 @@ def load() -> None:
     trie_search(cols, np.ones(1, dtype=np.int64), i32, np.zeros((2, 256), dtype=np.int32), np.full(3, -1, dtype=np.int32),
                 [(0, 1, 0, 1)], 4)
     patch_ends(i32, i32, i32, i32, i32, i32, i32, None, None, i32)
+    hist = np.zeros(256, dtype=np.int64)
+    cheapest_reference(np.zeros((2, 256), dtype=np.int32), [1], 1, hist, 4)
+    hist.setflags(write=False)  # (the engine's: read-only)
+    cheapest_reference(np.zeros((2, 256), dtype=np.int32), [1], 1, hist, 4)
     patch_ends(None, None, i32, i32, None, i32, i32, i32, i32, None)
     patch_ends(None, None, i32, i32, None, i32, i32, i64, i32, None)

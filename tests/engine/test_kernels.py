@@ -171,3 +171,24 @@ def test_the_product_scratch_serves_builds_of_any_size_in_any_order_and_thread(m
     th.start()
     th.join()
     assert got == [True]
+
+
+def test_the_cheapest_reference_state_is_numpys_argmin_under_the_budget() -> None:
+    """kernels.cheapest_reference (CompiledGrammar._reference_root's choice of the state whose root walk
+    a new state's is derived from) picks what the numpy formula picks: the first candidate with the
+    fewest tokens to walk (first byte live from ``d`` and leading elsewhere), if under the budget."""
+    rng = np.random.default_rng(1)
+    hist = rng.integers(0, 50, size=256).astype(np.int64)
+    hist.setflags(write=False)
+    for trial in range(200):
+        n = int(rng.integers(3, 12))
+        table = rng.integers(0, 4, size=(n, 256)).astype(np.int32)
+        table[1:, rng.random(256) < 0.7] = 2  # (most bytes alike, as inside a key)
+        d = int(rng.integers(1, n))
+        cands = [s for s in rng.permutation(n).tolist() if s != d][: int(rng.integers(1, n))]
+        if trial % 3 == 0:
+            cands = cands + cands[:1]  # a tie: the first one wins
+        cost = ((table[cands] != table[d]) & (table[d] != 0)) @ hist
+        budget = int(rng.integers(0, int(cost.max()) + 2))
+        want = cands[int(np.argmin(cost))] if cost.min() < budget else None
+        assert kernels.cheapest_reference(table, cands, d, hist, budget) == want
