@@ -483,7 +483,7 @@ class CompiledGrammar:
         tokens only.  Automata shared across grammars (``share=True``) are taken from the process-wide
         store when another grammar built them.  A compiled build's key index (which the start states a
         guard adds extend) is made here too, not in the first mask that needs it (its rows need not be:
-        scalar steps read them one by one, :meth:`LexerDFA.row_view`).  Returns ``self``."""
+        scalar steps read the table, :meth:`LexerDFA.flat_view`).  Returns ``self``."""
         for cid in sorted(set(self.state_ctx.values())):
             dfa = self.ctx(cid)
             dfa._index  # noqa: B018 - made on first use (LexerDFA.__getattr__)
@@ -1146,7 +1146,7 @@ class CompiledGrammar:
         base = self.root(cid, ref)
         tr = self._trie()
         cols, lens, ids = tr.cols, tr.lens, tr.ids
-        rows, forks, table = dfa.row_view(), dfa.fork_list, dfa.table
+        view, forks, table = dfa.flat_view(), dfa.fork_list, dfa.table
         fixes: list[tuple[int, int]] = []  # (token, its end state from d): replaces the reference's
         cuts: list[tuple[int, int, int]] = []  # (lo, hi, k): the reference's ends and forks at >= k go
         unforks: list[tuple[int, int, int, int]] = []  # (fork, lo, hi, k): its entries at offset k go
@@ -1176,14 +1176,14 @@ class CompiledGrammar:
         while todo:
             lo, hi, k, s, r = todo.pop()
             col = cols[k]
-            rs, rr = rows[s], rows[r]
+            s8, r8 = s << 8, r << 8
             spans = []
             if hi - lo <= 48:  # few tokens: their bytes at k are the children to compare
                 a = lo
                 while a < hi:
                     b = col[a]
                     z = bisect_right(col, b, a, hi)
-                    if rs[b] != rr[b]:
+                    if view[s8 | b] != view[r8 | b]:
                         spans.append((b, a, z))
                     a = z
             else:
@@ -1195,7 +1195,7 @@ class CompiledGrammar:
                 seen += 1
                 if seen > budget:
                     return None
-                ns, nr = rs[b], rr[b]
+                ns, nr = view[s8 | b], view[r8 | b]
                 if ns == DEAD:
                     cuts.append((a, z, k + 1))
                     continue
@@ -1504,13 +1504,13 @@ class CompiledGrammar:
                      runs: list[int] | None = None
                      ) -> tuple[list[int], list[int], dict[int, tuple[list[int], list[int]]]]:
         """Step each token ``toks[i]`` from state ``starts[i]`` at byte ``offs[i]`` on the automaton's rows
-        (:meth:`LexerDFA.row_view`):
+        (:meth:`LexerDFA.flat_view`):
         (ending tokens, their states, fork -> (tokens, next-lexeme offsets)).
 
         ``runs[i]`` (optional): from which byte on token ``i`` repeats its last byte; once the rest is
         that byte and it leaves a fork-free state unchanged, the token ends there without stepping on
         (a run of spaces inside a string)."""
-        rows, forks, ok_byte = dfa.row_view(), dfa.fork_list, dfa.fork_ok_byte
+        view, forks, ok_byte = dfa.flat_view(), dfa.fork_list, dfa.fork_ok_byte
         tokens = self.vocab.tokens
         end_t: list[int] = []
         end_s: list[int] = []
@@ -1521,7 +1521,7 @@ class CompiledGrammar:
             run = runs[k] if runs is not None else last + 1  # (past the end: never skip)
             rb = data[-1]
             for p in range(o, last + 1):
-                s = rows[s][data[p]]
+                s = view[(s << 8) | data[p]]
                 if s == DEAD:
                     break
                 if p == last:
@@ -1536,7 +1536,7 @@ class CompiledGrammar:
                             g = grp[f] = ([], [])
                         g[0].append(t)
                         g[1].append(p + 1)
-                elif p + 1 >= run and rows[s][rb] == s:  # the rest is rb again and again: s stays
+                elif p + 1 >= run and view[(s << 8) | rb] == s:  # the rest is rb again and again: s stays
                     end_t.append(t)
                     end_s.append(s)
                     break
@@ -1827,20 +1827,20 @@ class CompiledGrammar:
         """
         if stack >= 0:  # one hypothesis: the plain automaton walk while only one survives
             dfa = self.ctx(self.state_ctx[self._stk_state[stack]])
-            rows, forks = dfa.row_view(), dfa.fork_list
+            view, forks = dfa.flat_view(), dfa.fork_list
             for i, b in enumerate(data):
-                nd = rows[d][b]
+                nd = view[(d << 8) | b]
                 fid = forks[d]
                 if fid >= 0:
                     alt = self._close_at(stack, dfa, fid)
                     if alt is not None:
                         adfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
-                        ad = adfa.row_view()[alt[1]][b]
+                        ad = adfa.flat_view()[(alt[1] << 8) | b]
                         if ad != DEAD:
                             if nd != DEAD:
                                 return self._step_multi([(stack, nd), (alt[0], ad)], data[i + 1:])
                             stack, nd, dfa = alt[0], ad, adfa
-                            rows, forks = dfa.row_view(), dfa.fork_list
+                            view, forks = dfa.flat_view(), dfa.fork_list
                 if nd == DEAD:
                     return None
                 d = nd
@@ -1861,7 +1861,7 @@ class CompiledGrammar:
             nxt: dict[tuple[Stack, int], None] = {}
             for hs, hd in hyps:
                 dfa = self.ctx(self.state_ctx[self._stk_state[hs]])
-                nd = dfa.row_view()[hd][b]
+                nd = dfa.flat_view()[(hd << 8) | b]
                 if nd != DEAD:
                     nxt[(hs, nd)] = None
                 fid = dfa.fork_list[hd]
@@ -1869,7 +1869,7 @@ class CompiledGrammar:
                     alt = self._close_at(hs, dfa, fid)
                     if alt is not None:
                         ndfa = self.ctx(self.state_ctx[self._stk_state[alt[0]]])
-                        nd = ndfa.row_view()[alt[1]][b]
+                        nd = ndfa.flat_view()[(alt[1] << 8) | b]
                         if nd != DEAD:
                             nxt[(alt[0], nd)] = None
             if not nxt:

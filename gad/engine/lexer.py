@@ -586,23 +586,6 @@ def universe_index(universe: list[TerminalAutomaton]) -> tuple[dict[str, str], b
     return r
 
 
-class _TableRows(dict):
-    """``view[s]``: row ``s`` of an automaton's table, read as ``view[s][b]`` (a Python int), made on
-    first read and kept (its rows never change once built; states added later are read from the table
-    as it is then).  A row is a memoryview of the table's row, not a copy: a tuple of its 256 ints
-    took ~4 µs and 2 KB of new memory per row (~25 MB and ~30k rows in a step-16 MaskBench run, most of
-    them read by one token's step), a view ~0.5 µs and no copy, for ~30 ns more per read.  (A list
-    would also cost every full collection a visit of its 256 slots; a view is one object.)"""
-
-    def __init__(self, dfa: LexerDFA) -> None:
-        super().__init__()
-        self.dfa = dfa
-
-    def __missing__(self, s: int) -> memoryview:
-        r = self[s] = memoryview(self.dfa.table[s])
-        return r
-
-
 class _NoRows:
     """Stands for rows not made yet: what is written to it is dropped."""
 
@@ -1241,16 +1224,15 @@ class LexerDFA:
         automaton kept.)"""
         return self.table.reshape(-1)
 
-    def row_view(self) -> Any:
-        """The rows as :attr:`rows` reads them (``view[s][b]``, the next state of ``s`` on byte ``b``):
-        :attr:`rows` when made, else each state's row made from the table when first read and kept (a
-        walk or a token step that reads a few states does not make every row of a compiled build)."""
-        rows = self.__dict__.get("rows")
-        if rows is not None:
-            return rows
+    def flat_view(self) -> memoryview:
+        """The table as one flat int32 memoryview: ``view[(s << 8) | b]`` is the next state of ``s`` on
+        byte ``b``, a Python int (for scalar steps: a token, a byte string).  One object per automaton,
+        made anew when the table grows.  (Until session 21 each state's row was its own memoryview, made
+        on first read and kept: two objects Python's cyclic collector tracks per row, ~45,000 after a
+        MaskBench --step 8 run and ~45% of the time of each full collection, 40-50 ms.)"""
         view = self.__dict__.get("_row_view")
         if view is None:
-            view = self._row_view = _TableRows(self)
+            view = self._row_view = memoryview(cast(Any, self.flat_table))
         return view
 
     def uniform_successor(self, data: bytes) -> np.ndarray:
@@ -1552,7 +1534,7 @@ class LexerDFA:
             new_rows[np.repeat(src, cnt), np.concatenate(at)] = np.repeat(np.asarray(self._new_dst, dtype=np.int32), cnt)
         self.table = new_rows if not old else np.vstack([self.table, new_rows])
         if old:
-            self.__dict__.pop("_row_view", None)  # (its rows view the old table: made anew from this one)
+            self.__dict__.pop("_row_view", None)  # (it views the old table: made anew from this one)
         self.fork_id = np.asarray(self._fork_list + [-1], dtype=np.int32)
         self.fork_list = self._fork_list
         have = self.fork_ok.shape[0] if old else 0

@@ -482,24 +482,24 @@ def _compare_trie_build(fast: LexerDFA, words: list[str], general: str | None, m
     _assert_same_build(fast, product)
 
 
-def test_row_views_read_the_table_before_and_after_the_automaton_grows(builder: str) -> None:
-    # rows read one state at a time (LexerDFA.row_view: views of the table's rows, made on first read)
-    # give the table's moves, and after start states under a guard grow the table, every state's (old
-    # and new) from the grown table, none kept on the old one
+def test_the_flat_view_reads_the_table_before_and_after_the_automaton_grows(builder: str) -> None:
+    # scalar steps read the table through one flat memoryview (LexerDFA.flat_view: view[(s << 8) | b]),
+    # which gives the table's moves and, after start states under a guard grow the table, is made
+    # anew on the grown table (every state's moves, old and new), none kept on the old one
     text, alphabet = _GRAMMARS["guards"]
     grew = 0
     for dfa in _contexts(_compiled(text, alphabet)):
-        rows = dfa.row_view()
-        assert [list(rows[s]) for s in range(dfa.n_states)] == dfa.table.tolist()
+        view = dfa.flat_view()
+        assert view.tolist() == dfa.table.ravel().tolist() and view.format == "i"
+        assert dfa.flat_view() is view  # (kept while the table stands)
         n = dfa.n_states
         for g in sorted({g for _, g in dfa.forks if g}, key=repr):
             dfa.start_for(g)
         if dfa.n_states == n:
             continue
         grew += 1
-        rows = dfa.row_view()
-        assert [list(rows[s]) for s in range(dfa.n_states)] == dfa.table.tolist()
-        views = [rows[s] for s in range(dfa.n_states) if isinstance(rows[s], memoryview)]
-        assert all(v.obj.base is dfa.table for v in views)
-        assert bool(views) == (builder == "compiled")  # (the Python builder makes its rows as tuples)
+        view = dfa.flat_view()
+        assert len(view) == dfa.n_states * 256
+        assert [view[(s << 8) | b] for s in range(dfa.n_states) for b in range(256)] == dfa.table.ravel().tolist()
+        assert view.obj.base is dfa.table
     assert grew
