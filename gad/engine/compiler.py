@@ -117,7 +117,9 @@ class WalkNode:
         n_dense: the number of end tokens of a dense-only node.
         plan: what :meth:`CompiledGrammar._fill` reads, made on first use and never saved: the end
             tokens as ``(id, state)`` pairs when at most :data:`SMALL_FILL_TOKENS` (else None), and
-            per fork ``(fork id, terminal name or None if ignored, guard, token ids, offsets)``.
+            per fork ``(fork id, terminal name or None if ignored, token ids, offsets)`` (no guard, read
+            from the automaton's forks when a child walk is made: a frozenset would keep the tuples
+            tracked by Python's cyclic collector, visited at every collection).
         by_state: the end tokens of a large node grouped by end state, made on first use and never
             saved: ``(states (k,) int32, starts (k + 1,) int64, token ids (n,) int32)``.
         base, over_tok, over_state: an *overlay* node (a wide walk derived from another,
@@ -1661,7 +1663,7 @@ class CompiledGrammar:
                     hits.extend([t for t, s in small if okb[s]])
                 else:
                     self._fill_ends(m, okp[1], node)
-            for fid, term, guard, tok, off in groups:
+            for fid, term, tok, off in groups:
                 if term is None:  # an ignored lexeme closes: same parser stack
                     nstack: Stack = stack
                 else:
@@ -1675,6 +1677,7 @@ class CompiledGrammar:
                 ck = (fid, (dfas[ncid] or self.ctx(ncid)).serial) if share else (fid, ncid)  # _child_key
                 child = node.children.get(ck)
                 if child is None:
+                    guard = (dfas[cid] or self.ctx(cid)).forks[fid][1]
                     child = self._walk(ncid, self.ctx(ncid).start_for(guard), tok, off)
                     node.children[ck] = child
                 if child.groups and tok.size <= SUFFIX_MEMO_TOKENS:  # (a leaf costs a memo what it saves)
@@ -1755,8 +1758,8 @@ class CompiledGrammar:
             small = tuple(zip(node.end_tok.tolist(), node.end_state.tolist()))
         groups = []
         for fid, (tok, off) in node.groups.items():
-            w, guard = dfa.forks[fid]
-            groups.append((fid, None if dfa.ignore[w] else dfa.names[w], guard, tok, off))
+            w = dfa.forks[fid][0]
+            groups.append((fid, None if dfa.ignore[w] else dfa.names[w], tok, off))
         node.plan = (node.n_end, small, tuple(groups))
         return node.plan
 
