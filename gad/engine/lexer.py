@@ -340,6 +340,14 @@ class TerminalAutomaton:
             r = self._tables = self._chain_tables() or self._word_tables() or self._general_tables()
         return r
 
+    def state_map(self) -> list[int] | None:
+        """:meth:`byte_tables`'s ``states`` (the automaton's own state per local number, None when they
+        are ``0 .. n-1``), without making an ASCII literal's tables (its chain is numbered so): a key
+        context built from its literals' trie reads its keys without the byte tables of every key."""
+        if self._chain is not None and self._tables is None:
+            return None
+        return self.byte_tables()[4]
+
     def chain(self) -> tuple[bytes, tuple[int, ...]] | None:
         """``(bytes, local states)`` when this terminal is an ASCII literal (an object's key, a
         punctuation mark): the chain of ``n + 1`` states ``0 .. n`` its ``n`` bytes step through (the
@@ -1293,7 +1301,7 @@ class LexerDFA:
         row = self._key_row(key)
         if row is None:
             return None
-        if any(t.byte_tables()[4] is not None for t, q in zip(self.terms, key[0]) if q >= 0):
+        if any(t.state_map() is not None for t, q in zip(self.terms, key[0]) if q >= 0):
             return self._index.get(key)  # (automaton states not numbered 0..n-1: the index itself)
         hit = np.flatnonzero((self._karr == np.asarray(row, dtype=np.int32)).all(axis=1))
         return int(hit[0]) if hit.size else None
@@ -1303,7 +1311,7 @@ class LexerDFA:
         one look-up per key in its key rows sorted by a hash (made once), not a search of every row."""
         karr = self.__dict__.get("_karr")
         if "_index" in self.__dict__ or karr is None or len(keys) < 2 \
-                or any(t.byte_tables()[4] is not None for t in self.terms):
+                or any(t.state_map() is not None for t in self.terms):
             return [self.state_of(k) for k in keys]
         n_terms = len(self.terms)
         out: list[int | None] = [None] * len(keys)
@@ -1350,7 +1358,7 @@ class LexerDFA:
         """The state keys ``(main, best, guard, pending)`` of key rows ``karr`` of a compiled build
         (no dead row)."""
         n_terms = len(self.terms)
-        maps = [t.byte_tables()[4] for t in self.terms]
+        maps = [t.state_map() for t in self.terms]
         mapped = any(m is not None for m in maps)
         pend = _PEND_KEYS
         keys: list[tuple] = []

@@ -366,7 +366,9 @@ def test_literal_chain_tables_equal_the_general_ones(text: str) -> None:
     built = TerminalAutomaton(t.name, t.regexp, t.fsm, t.live, t.nonascii)
     assert lazy == ([built.ascii_info(q) for q in range(len(text) + 1)],
                     [built.nonascii_live(q) for q in range(len(text) + 1)])
+    assert t.state_map() is None if t.chain() is not None else t.state_map() == t.byte_tables()[4]
     fast, general = t._chain_tables(), t._general_tables()
+    assert general[4] is None or t.chain() is None  # (what state_map answers for a chain unread)
     if not text.isascii():
         assert fast is None and t.chain() is None
         return
