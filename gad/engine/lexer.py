@@ -9,7 +9,8 @@ Lexing semantics: Lark's contextual lexer, exactly, on complete strings.  Lark's
 context's terminals, in Lark's order (priority, max width, pattern length, name), into one
 alternation and calls ``re.match``: the **first** terminal that matches at the position wins, with its
 own match, however short; then Lark's keyword rule ("unless") may retype it as an equal string
-terminal.  gad follows every reading that is still possible:
+terminal (whether ``%ignore`` drops the lexeme is decided by the terminal that matched, before the
+retyping: :func:`lark_context_terminals`).  gad follows every reading that is still possible:
 
 * the automaton state records the first terminal that has matched so far and cuts every later one;
 * when that terminal matches (a *fork*), the lexeme both closes (the parser is fed, the next lexeme
@@ -20,8 +21,9 @@ terminal.  gad follows every reading that is still possible:
 
 Building: from the start state, by a compiled breadth-first product of the terminals' automata
 (:func:`gad.engine.kernels.explore_product`) wherever no terminal of the grammar names a non-ASCII
-character; otherwise, and for the start states a guard adds later, in Python.  Both give the same
-states, numbered alike.
+character; otherwise, and for the start states a guard adds later, in Python (a guard that dies or
+fires on the next byte, as the empty object's ``{}`` after ``{``, takes the start's row instead:
+:meth:`LexerDFA._guarded_start`).  All give the same states, numbered alike.
 
 What remains different from Python's ``re`` (README "Exactness"): a terminal's own match is its
 **longest** match, which is what ``re`` returns for the usual greedy patterns but not for lazy
