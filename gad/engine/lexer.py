@@ -1336,13 +1336,21 @@ class LexerDFA:
         hs, order = look
         want = np.asarray(rows, dtype=np.int32)
         hw = want.astype(np.int64) @ weights
-        lo = np.searchsorted(hs, hw).tolist()
+        lo = np.searchsorted(hs, hw)
         n = hs.shape[0]
-        for r, (j, a, h) in enumerate(zip(at, lo, hw.tolist())):
-            while a < n and hs[a] == h:  # (rows of one hash: compared in full)
+        # the first row of each key's hash, compared in full at once (the usual case: it is the key)
+        first = np.minimum(lo, n - 1)
+        cand = order[first]
+        same = hs[first] == hw
+        hit = same & (cand != DEAD) & (karr[cand] == want).all(axis=1)
+        for r in np.flatnonzero(hit).tolist():
+            out[at[r]] = int(cand[r])
+        for r in np.flatnonzero(same & ~hit).tolist():  # (other rows of that hash: one by one)
+            a, h = int(lo[r]) + 1, hw[r]
+            while a < n and hs[a] == h:
                 s = int(order[a])
                 if s != DEAD and (karr[s] == want[r]).all():
-                    out[j] = s
+                    out[at[r]] = s
                     break
                 a += 1
         return out

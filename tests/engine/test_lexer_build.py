@@ -505,3 +505,23 @@ def test_the_flat_view_reads_the_table_before_and_after_the_automaton_grows(buil
         assert [view[(s << 8) | b] for s in range(dfa.n_states) for b in range(256)] == dfa.table.ravel().tolist()
         assert view.obj.base is dfa.table
     assert grew
+
+
+def test_states_found_many_at_once_survive_hash_collisions(builder: str, monkeypatch) -> None:
+    """LexerDFA.states_of looks keys up by a hash of their key rows, comparing the first row of each
+    hash at once and any others one by one: with every hash equal (zero weights) each key takes the
+    one-by-one path, and still finds its state (a key no state has: None)."""
+    from gad.engine import lexer
+
+    text, alphabet = _GRAMMARS["keywords"]
+    monkeypatch.setattr(lexer, "_KEY_WEIGHTS", np.zeros_like(lexer._KEY_WEIGHTS))
+    checked = 0
+    for dfa in _contexts(_compiled(text, alphabet)):
+        n = dfa.n_states
+        if n < 3 or "_karr" not in dfa.__dict__:
+            continue
+        keys = dfa.keys_of(list(range(1, n)))
+        junk = (tuple([-2] * len(dfa.terms)), 99, frozenset(), ())
+        assert dfa.states_of([*keys[::-1], junk]) == [*range(n - 1, 0, -1), None]
+        checked += 1
+    assert checked or builder == "python"
