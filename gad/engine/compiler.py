@@ -983,13 +983,12 @@ class CompiledGrammar:
         self.stats["walks"] += 1
         tr = self._trie()
         if kernels.ENABLED:  # compiled: one pass over the trie's nodes, one over the tokens
-            end_tok, end_state, dense, end_states, groups = kernels.walk_vocabulary(
+            end_tok, end_state, dense, end_states, groups, n_end = kernels.walk_vocabulary(
                 dfa, d, tr.nodes(self.vocab_size), self._dense_min)
-            node = WalkNode(end_tok, end_state, groups, {})
-            if dense is not None:  # what _fill reads (and no sparse copy kept)
-                node.dense_end, node.end_states, node.dense_any = dense, end_states, dense != DEAD
-                node.dense_only()
-            return node
+            if dense is not None:  # what _fill reads (no sparse arrays)
+                return WalkNode(None, None, groups, {}, dense_end=dense, end_states=end_states,
+                                dense_any=dense != DEAD, n_dense=n_end)
+            return WalkNode(end_tok, end_state, groups, {})
         lv = tr.levels(self.vocab.tokens)
         flat, fork_id = dfa.flat_table, dfa.fork_id
         st = np.empty(lv.n_nodes + 1, dtype=np.int32)  # each node's state (the last entry: scratch)

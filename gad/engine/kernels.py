@@ -196,11 +196,9 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
             for a in range(pos_fb[b], pos_fb[b + 1]):
                 s = st[tok_node[ids[a]]]
                 dense[ids[a]] = s
-        for t in range(dense.size):
+        for t in range(dense.size):  # (the caller reads the ends from ``dense``)
             v = dense[t]
             seen[v] = True
-            out_t[ne] = t
-            out_s[ne] = v
             ne += v != 0
     else:
         for b in live:
@@ -282,15 +280,17 @@ def split_by_fork(gf: np.ndarray, gt: np.ndarray, go: np.ndarray, n_forks: int
 
 
 def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray,
-                               dict[int, tuple[np.ndarray, np.ndarray]]]:
+                    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray,
+                               dict[int, tuple[np.ndarray, np.ndarray]], int]:
     """Every content token of the trie walked from state ``d`` of lexer automaton ``dfa``.
 
-    Returns ``(end_tok, end_state, dense, end_states, groups)``: the tokens ending inside the lexeme
-    ``(k,)`` int32 sorted by id, with their states ``(k,)`` int32; the same as ``(vocab,)`` int32 end
-    states by token id (0: none) when ``k > dense_over``, else None; the distinct end states, sorted
-    ``(e,)`` int32; and fork id -> ``(tokens, offsets)`` int32 of the tokens passing that fork before
-    their last byte (offset: where the next lexeme starts), unless that byte fires the fork's guard."""
+    Returns ``(end_tok, end_state, dense, end_states, groups, k)``: when the ``k`` tokens ending inside
+    the lexeme are more than ``dense_over``, ``dense`` their ``(vocab,)`` int32 end states by token id (0:
+    none) and no sparse arrays (None, None: a wide walk keeps the dense array only, and sparse copies
+    would cost ~0.4 MB of fresh pages); else the tokens ``(k,)`` int32 sorted by id with their states
+    ``(k,)`` int32, and ``dense`` None.  Then the distinct end states, sorted ``(e,)`` int32, and fork id ->
+    ``(tokens, offsets)`` int32 of the tokens passing that fork before their last byte (offset: where
+    the next lexeme starts), unless that byte fires the fork's guard."""
     st, gf, gt, go, out_t, out_s = nodes.scratch()
     live = np.flatnonzero(dfa.table[d])  # the first bytes not dead from d
     n_live = int(nodes.pos_fb[live + 1].sum() - nodes.pos_fb[live].sum())  # tokens starting with one
@@ -301,8 +301,14 @@ def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int
                         nodes.cont_fb, nodes.cont_depth, nodes.mid, nodes.hi, nodes.cols, st, dense, out_t, out_s,
                         seen, gf, gt, go)
     seen[0] = False
-    return (out_t[:ne].copy(), out_s[:ne].copy(), dense if ne > dense_over else None,
-            np.flatnonzero(seen).astype(np.int32), split_by_fork(gf[:ng], gt[:ng], go[:ng], len(dfa.forks)))
+    groups = split_by_fork(gf[:ng], gt[:ng], go[:ng], len(dfa.forks))
+    states = np.flatnonzero(seen).astype(np.int32)
+    if dense.size > 1:  # (the ends are in ``dense`` alone)
+        if ne > dense_over:
+            return None, None, dense, states, groups, ne
+        end_tok = np.flatnonzero(dense).astype(np.int32)
+        return end_tok, dense[end_tok], None, states, groups, ne
+    return out_t[:ne].copy(), out_s[:ne].copy(), None, states, groups, ne
 
 
 def walk_tokens(dfa: Any, d: int, mat: np.ndarray, lens: np.ndarray, tok: np.ndarray, off: np.ndarray
