@@ -1434,18 +1434,7 @@ class LexerDFA:
             row[_bits(kill)[1]] = DEAD
         if cont and row[_bits(cont)[1]].any():
             return None
-        if "_keys" in self.__dict__ or "_karr" not in self.__dict__:
-            i = self._add(key)
-        else:  # (a compiled build's keys are not made for it: the key waits in _more_keys)
-            if len(self._fork_list) >= MAX_CONTEXT_STATES:
-                self._too_many_states()
-            i = len(self._fork_list)
-            self.__dict__.setdefault("_more_keys", []).append(key)
-            self._fork_list.append(-1)
-            self._reach_list.append(0)
-            rows = self.__dict__.get("rows")
-            if rows is not None:
-                rows.append(())
+        i = self._add(key)
         rows = self.__dict__.get("rows")
         if rows is not None:
             rows[i] = tuple(row.tolist())
@@ -1461,11 +1450,17 @@ class LexerDFA:
         return i
 
     def _add(self, key: tuple) -> int:
-        if len(self._keys) >= MAX_CONTEXT_STATES:
+        """Number ``key`` as the next state, with its fork (its row and reach are the caller's to make).  On a
+        compiled build whose keys are not made yet (only a guarded start comes here then: ``start_for``),
+        the key waits in ``_more_keys`` until they are (``__getattr__``)."""
+        j = len(self._fork_list)  # (one entry per state)
+        if j >= MAX_CONTEXT_STATES:
             self._too_many_states()
-        j = len(self._keys)
-        self._index[key] = j
-        self._keys.append(key)
+        if "_keys" in self.__dict__ or "_karr" not in self.__dict__:
+            self._index[key] = j
+            self._keys.append(key)
+        else:
+            self.__dict__.setdefault("_more_keys", []).append(key)
         rows = self.__dict__.get("rows")  # (a compiled build's are made on first use, from the table)
         if rows is not None:
             rows.append(())
