@@ -25,6 +25,7 @@ from gad.grammar.regex_ast import MAX_CP, complement, norm, ranges_text, rx_lit
 # Budgets on automaton sizes: a terminal such as /(a|b)*a(a|b){20}/ has 2^21 DFA states and
 # /a{1000000}/ a million; building them would run for hours, so they are refused instead.
 MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal's regexp
+MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
 MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
 
 

@@ -73,8 +73,10 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
 * numbers: integer ranges (``minimum``, ``maximum``, exclusive bounds in both spellings) are exact
   regular languages.  ``number`` ranges with integer-valued bounds are exact over the spelling
   without exponent (``-?int(.digits)?``); an unbounded ``number`` takes every RFC 8259 number.
-  Non-integer bounds and ``multipleOf`` (``m = a * 10^-d``, a <= 1000: the digits up to d places
-  read as an integer are divisible by a, later digits 0) are exact in decimal arithmetic (the
+  Non-integer bounds and ``multipleOf`` (``m = a * 10^-d``: the digits up to d places read as an
+  integer are divisible by a, later digits 0; refused where a's automaton, with the bounds, is over
+  the budget for one terminal's regex: a over 1000, and among 1-100 all but 1-6, 8, 10, 15, 20, 25,
+  30, 40, 50, 60, 75, 80, 100) are exact in decimal arithmetic (the
   spec's "division results in an integer"; ``jsonschema`` divides binary floats, which can differ,
   e.g. for 0.07 and multipleOf 0.01) over the spelling without exponent, as an intersection of
   automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
@@ -124,6 +126,7 @@ from interegular.fsm import anything_else as _anything_else
 
 from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar.automata import (
+    MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     budgeted,
@@ -132,6 +135,7 @@ from gad.grammar.automata import (
     greedy_regex,
     int_range_of,
     int_range_union,
+    literal_text,
     minimize,
     note_int_range,
     regex_fsm,
@@ -771,6 +775,59 @@ class _Chunked:
     unit: str = _LEN_UNIT  # one unit's regex (a class of raw characters under a pattern C* / C+)
 
 
+# An enum's strings whose one terminal would be over gad's budgets for a terminal (characters of its
+# regex, automaton states) are spelled by several terminals, each a run of the sorted strings kept
+# under both with a margin; a lexer context holds all of them (8 x 8,000 states, x 3 bytes per
+# character at worst, stays under automata.MAX_CONTEXT_STATES).
+_WORD_CHUNK_CHARS = MAX_REGEX_CHARS * 4 // 5
+_WORD_CHUNK_STATES = MAX_TERMINAL_STATES * 4 // 5
+_MAX_WORD_CHUNKS = 8
+
+
+def _word_chunks(strs: list[str]) -> list[list[str]] | None:
+    """``strs`` (distinct string contents, regex-escaped as :func:`_rx_lit` writes them) cut into runs,
+    in the order of the strings they spell, whose terminal ``"(?:a|b|...)"`` has at most
+    :data:`_WORD_CHUNK_CHARS` characters and a trie of at most :data:`_WORD_CHUNK_STATES` states (the
+    root, the opening quote, each string's characters past its common prefix with the one before it,
+    and its closing quote), or is one string alone; None when one string alone is over gad's budgets
+    for a terminal (:data:`MAX_REGEX_CHARS`, :data:`MAX_TERMINAL_STATES`).
+
+    The terminals spell disjoint sets of complete quoted strings, none a prefix of another's (each
+    ends at its closing quote), so exactly one of them matches a value and the lexer never chooses."""
+    words = []
+    for e in strs:
+        w = literal_text(e)
+        assert w is not None, e  # (an escaped literal)
+        words.append((w, e))
+    words.sort()
+    chunks: list[list[str]] = []
+    cur: list[str] = []
+    chars = states = 0
+    prev = ""
+    for w, e in words:
+        lcp = 0
+        if cur:
+            n = min(len(w), len(prev))
+            while lcp < n and w[lcp] == prev[lcp]:
+                lcp += 1
+        add_chars, add_states = len(e) + 1, len(w) - lcp + 1
+        if cur and (chars + add_chars > _WORD_CHUNK_CHARS or states + add_states > _WORD_CHUNK_STATES):
+            chunks.append(cur)
+            cur, lcp = [], 0
+            add_states = len(w) + 1
+        if not cur:
+            chars, states = 6, 2  # '"(?:' and ')"'; the root and the opening quote
+            if chars + add_chars > MAX_REGEX_CHARS or states + add_states > MAX_TERMINAL_STATES:
+                return None  # (a string over the margin but within the budgets is a run alone)
+        cur.append(e)
+        chars += add_chars
+        states += add_states
+        prev = w
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
 @dataclass
 class _Parts:
     """What one value position admits, grouped by the first token's kind."""
@@ -946,6 +1003,7 @@ class _Gen:
         self.draft3 = "draft-03" in str(draft)
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
+        self.word_chunks: dict[str, list[str]] = {}  # an enum's string content -> its terminals' (_word_chunks)
         self.term_names: set[str] = set()
         self.term_defs: list[tuple[str, str]] = []
         self.keylits: dict[str, str] = {}
@@ -1279,8 +1337,10 @@ class _Gen:
             alts.append(p.arr)
         if isinstance(p.string, _Chunked):
             alts.append(self.chunked_string(p.string))
+        elif p.string == "*":
+            alts.append(self.term(JSON_STRING, "S"))
         elif p.string is not None:
-            alts.append(self.term(JSON_STRING if p.string == "*" else f'"{p.string}"', "S"))
+            alts.extend(self.term(f'"{c}"', "S") for c in self.word_chunks.get(p.string, (p.string,)))
         if p.number is not None:
             alts.append(self.term(p.number, "N"))
         for lit in sorted(p.lits):
@@ -1713,6 +1773,10 @@ class _Gen:
     def enum_parts(self, node: Any, flat: dict, ptr: str) -> _Parts:
         values = flat["enum"]
         schema = node if node is not None else _unflatten(flat)
+        if isinstance(schema, dict) and "enum" in schema:
+            # each value is in its own enum: jsonschema's check of it scans the enum per value (quadratic:
+            # seconds for an enum of 10,000 strings), and the values need only the other keywords
+            schema = {k: x for k, x in schema.items() if k != "enum"}
         try:
             v = self.validator.evolve(schema=schema)
             keep = [x for x in values if v.is_valid(x)]
@@ -1723,9 +1787,14 @@ class _Gen:
         uniq: dict[Any, Any] = {}  # (top-level type, JSON value): first spelling, in order
         for x in keep:
             uniq.setdefault((type(x), _json_key(x)), x)
-        return self.literal_parts(list(uniq.values()), ptr)
+        return self.literal_parts(list(uniq.values()), ptr, flat["_ptr"].get("enum"))
 
-    def literal_parts(self, values: list[Any], ptr: str) -> _Parts:
+    def literal_parts(self, values: list[Any], ptr: str, kw_ptr: str | None = None) -> _Parts:
+        """The parts admitting exactly ``values`` (an ``enum`` at ``ptr``, its keyword at ``kw_ptr``).
+
+        Strings are one terminal, or, when that terminal would be over gad's budgets for one (an enum
+        of thousands of names), several (:func:`_word_chunks`); an enum too large even for those is
+        refused at ``kw_ptr`` (``lenient``: any string)."""
         p = _Parts()
         strs: list[str] = []
         nums: list[str] = []
@@ -1756,7 +1825,21 @@ class _Gen:
             elif isinstance(x, list):
                 arrs.append(x)
         if strs:
-            p.string = "(?:" + "|".join(dict.fromkeys(strs)) + ")"
+            uniq = list(dict.fromkeys(strs))
+            p.string = "(?:" + "|".join(uniq) + ")"
+            if len(p.string) + 2 > _WORD_CHUNK_STATES:  # (under it, one terminal is within both budgets)
+                chunks = _word_chunks(uniq)
+                if chunks is None or len(chunks) > _MAX_WORD_CHUNKS:
+                    why = (f"one of its strings (enum / const) is over gad's budgets for one terminal "
+                           f"({MAX_TERMINAL_STATES:,} automaton states, {MAX_REGEX_CHARS:,} characters)"
+                           if chunks is None else
+                           f"its strings need more than {_MAX_WORD_CHUNKS} terminals of {_WORD_CHUNK_STATES:,} "
+                           f"automaton states and {_WORD_CHUNK_CHARS:,} characters (gad's budget for one lexer "
+                           "context)")
+                    self.unsupported(kw_ptr or ptr, "enum", why)
+                    p.string = "*"
+                elif len(chunks) > 1:
+                    self.word_chunks[p.string] = ["(?:" + "|".join(c) + ")" for c in chunks]
         if nums:
             nums.sort(key=lambda t: -len(t))
             p.number = "(?:" + "|".join(dict.fromkeys(nums)) + ")"
@@ -2436,24 +2519,41 @@ class _Gen:
     # ------------------------------------------------------------------------------ driver
     def prune(self) -> None:
         """Drop rules deriving no string (e.g. an object whose required property admits no value)
-        and every alternative using one, so that no token can lead into a dead end."""
+        and every alternative using one, so that no token can lead into a dead end.
+
+        The productive rules are found by a worklist (linear in the rules' text): an alternative
+        waits on its distinct rule symbols (terminals, upper case, are productive), and a rule is
+        productive once one of its alternatives waits on none."""
+        waiting: dict[str, list[int]] = {}  # rule symbol -> the alternatives (numbered) that use it
+        need: list[int] = []  # per alternative: its distinct rule symbols not yet productive
+        owner: list[str] = []
         productive: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for name, alts in self.rules.items():
-                if name in productive:
-                    continue
-                for a in alts:
-                    if all(sym in productive or sym[:1].isupper() for sym in a.split()):
-                        productive.add(name)
-                        changed = True
-                        break
-        for name in list(self.rules):
-            if name not in productive:
-                del self.rules[name]
+        todo: list[str] = []
         for name, alts in self.rules.items():
-            self.rules[name] = [a for a in alts if all(sym in productive or sym[:1].isupper() for sym in a.split())]
+            for a in alts:
+                syms = {sym for sym in a.split() if not sym[:1].isupper()}
+                j = len(need)
+                need.append(len(syms))
+                owner.append(name)
+                for sym in syms:
+                    waiting.setdefault(sym, []).append(j)
+                if not syms and name not in productive:
+                    productive.add(name)
+                    todo.append(name)
+        while todo:
+            for j in waiting.get(todo.pop(), ()):
+                need[j] -= 1
+                if not need[j] and owner[j] not in productive:
+                    productive.add(owner[j])
+                    todo.append(owner[j])
+        j = 0
+        kept: dict[str, list[str]] = {}
+        for name, alts in self.rules.items():
+            if name in productive:
+                kept[name] = [a for i, a in enumerate(alts) if not need[j + i]]
+            j += len(alts)
+        self.rules.clear()
+        self.rules.update(kept)
 
     def _unit_rules(self) -> dict[str, str]:
         """Rules of one alternative of one symbol (``v3: o4``, a property's value rule naming its

@@ -50,7 +50,7 @@ from gad.errors import (
     UnsupportedGrammarError,
 )
 from gad.grammar import ebnf, json_schema, regex
-from gad.grammar.automata import MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
+from gad.grammar.automata import MAX_REGEX_CHARS, MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
 from gad.grammar.lalr_sets import lark_uses_fast_sets
 from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
 from gad.grammar.tables import ParserTables
@@ -69,7 +69,6 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 MAX_GRAMMAR_CHARS = 1_000_000  # characters of grammar text (the source, GBNF before conversion too)
 MAX_DEFINITIONS = 5_000  # rule and terminal definitions
 MAX_TERMINALS = 1_000  # terminals, named and anonymous (distinct string literals count one each)
-MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
 
 _LARK_LOCK = threading.Lock()
 

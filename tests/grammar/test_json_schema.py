@@ -485,6 +485,44 @@ def test_large_string_enum_is_budgeted_by_its_trie():
         assert c.accepts_value(value) is oracle(s, value), value
 
 
+def test_string_enum_over_one_terminals_budget_is_split_into_several():
+    """An enum of 2,358 names whose one terminal would be over gad's budget of 10,000 automaton states
+    (a trie of 13,385) is spelled by several terminals (disjoint runs of the sorted names): each
+    name, and nothing else (prefixes, extensions, other strings), is accepted, escapes and non-ASCII
+    included; one over every budget is refused at its pointer and dropped by ``lenient``."""
+    import random
+
+    rng = random.Random(7)
+    names = sorted({"".join(rng.choice('abcxyzé"\\ .') for _ in range(rng.randint(2, 12))) for _ in range(2500)})
+    s = {"type": "object", "properties": {"city": {"enum": names}}, "required": ["city"], "additionalProperties": False}
+    c = Checker(s)
+    assert sum(line.startswith('S_') for line in c.sg.lark_text.splitlines()) >= 2  # (split, not one terminal)
+    probes = [names[0], names[-1], names[700], names[700][:-1], names[700] + "a", "é" * 13, "", 3]
+    for v in probes + rng.sample(names, 20):
+        assert c.accepts_value({"city": v}) is oracle(s, {"city": v}), v
+    assert not c.accepts('{"city":"' + names[3] + '","x":1}')
+    huge = {"type": "object", "properties": {"city": {"enum": [f"{i:07d}-{i * 7919 % 10 ** 7:07d}" for i in range(12_000)]},
+                                             "n": {"type": "integer"}}}
+    lenient = _refused_then_dropped(huge, "/properties/city", "enum")
+    assert lenient.accepts('{"city":"anything","n":1}') and not lenient.accepts('{"city":1}')
+
+
+def test_multiple_of_compiles_exactly_where_documented():
+    """docs/schema.md lists the a in 1-100 whose unbounded ``multipleOf`` gad writes as one terminal;
+    every other a is refused at the keyword (never dropped silently), and the listed ones are exact."""
+    listed = {1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 25, 30, 40, 50, 60, 75, 80, 100}
+    for a in range(1, 101):
+        s = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": a}}}
+        try:
+            sg = convert(s)
+        except UnsupportedSchemaError as e:
+            assert a not in listed and (e.pointer, e.keyword) == ("/properties/n", "multipleOf"), a
+            continue
+        assert a in listed and not sg.dropped, a
+    c = Checker({"type": "integer", "multipleOf": 75})
+    assert [v for v in range(-400, 400) if c.accepts(str(v))] == [v for v in range(-400, 400) if v % 75 == 0]
+
+
 def test_pattern_over_the_automaton_budget_names_its_pointer():
     """A pattern whose automaton is over gad's budget (a search for ``a`` followed by 14 more a/b at the
     end: 2^15 states) is refused at its pointer and keyword, as every constraint gad cannot express,
