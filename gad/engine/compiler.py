@@ -1967,8 +1967,12 @@ def _grammar_hash(grammar: Any, tables: ParserTables) -> str:
     h = getattr(grammar, "sha256", None)
     if h:
         return str(h)
-    src = tables.source or repr(tables.terminals)
-    return hashlib.sha256(str(src).encode()).hexdigest()
+    # a lark.Lark parser: its text alone does not say what options made of it (g_regex_flags, start,
+    # maybe_placeholders, edited terminals), so the identity is what the engine reads
+    terms = [(t.name, t.pattern.type, t.pattern.value, sorted(t.pattern.flags), t.priority) for t in tables.terminals]
+    rules = [(str(r.origin), [str(x) for x in r.expansion], r.options.priority) for r in tables.rules]
+    ident = repr((tables.source, terms, sorted(tables.ignore), tables.g_regex_flags, rules))
+    return hashlib.sha256(ident.encode()).hexdigest()
 
 
 def default_cache_dir() -> Path:

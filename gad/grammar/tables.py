@@ -17,6 +17,7 @@ builds its ``lark.Lark`` only when something parses with it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from lark.grammar import Rule
 from lark.lexer import TerminalDef
 from lark.parsers.lalr_analysis import IntParseTable
 
+from gad.errors import UnsupportedGrammarError
 from gad.grammar.lalr_table import lalr_table
 
 
@@ -31,6 +33,31 @@ def lexer_order(t: TerminalDef) -> tuple[int, int, int, str]:
     """Lark's ``BasicLexer`` scanning order: higher priority, then longer possible match, then longer
     literal text, then name (a total order: names are unique)."""
     return (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name)
+
+
+# Lark's global regex flags (``g_regex_flags``, applied by its scanner to every terminal) as the
+# pattern flags a terminal carries itself (``/.../i``): gad's automata read a terminal's own flags
+_GLOBAL_FLAG_LETTERS = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x", re.UNICODE: "u"}
+
+
+def _with_global_flags(terminals: list[TerminalDef], g_regex_flags: int) -> list[TerminalDef]:
+    """``terminals`` with Lark's global regex flags added to each one's pattern flags (new
+    ``TerminalDef`` objects; the same list when there are none), so that the lexer automata match
+    what Lark's scanner does.
+
+    Raises:
+        UnsupportedGrammarError: a flag with no pattern-flag spelling (``re.ASCII``, ``re.LOCALE``, ...).
+    """
+    letters = "".join(ch for f, ch in _GLOBAL_FLAG_LETTERS.items() if g_regex_flags & f)
+    rest = g_regex_flags & ~sum(_GLOBAL_FLAG_LETTERS)
+    if rest:
+        raise UnsupportedGrammarError(f"Lark's g_regex_flags {re.RegexFlag(rest)!r} are not supported by gad's lexer "
+                                      "(supported: re.IGNORECASE, re.DOTALL, re.UNICODE; or write flags on the "
+                                      "terminals, /.../i)")
+    if not letters.strip("u"):
+        return terminals
+    return [TerminalDef(t.name, type(t.pattern)(t.pattern.value, frozenset(t.pattern.flags) | set(letters),
+                                                 t.pattern.raw), t.priority) for t in terminals]
 
 
 @dataclass(frozen=True)
@@ -67,12 +94,15 @@ class ParserTables:
             AttributeError: ``lark_obj`` is not such a parser (no contextual lexer or LALR table).
         """
         lexers = lark_obj.parser.lexer.lexers
-        lists: dict[int, list[TerminalDef]] = {}  # one list per BasicLexer (Lark shares them between states)
-        contexts = {state: lists.setdefault(id(bl), list(bl.terminals)) for state, bl in lexers.items()}
         root = getattr(lark_obj.parser.lexer, "root_lexer", None)
         flags = getattr(root, "g_regex_flags", 0) if root is not None else 0
+        own = _with_global_flags(list(lark_obj.terminals), flags)
+        by_name = {t.name: t for t in own}
+        lists: dict[int, list[TerminalDef]] = {}  # one list per BasicLexer (Lark shares them between states)
+        contexts = {state: lists.setdefault(id(bl), [by_name.get(t.name, t) for t in bl.terminals])
+                    for state, bl in lexers.items()}
         return cls(lark_obj.parser.parser.parser.parse_table, start or lark_obj.options.start[0],
-                   list(lark_obj.terminals), list(lark_obj.ignore_tokens), contexts, flags,
+                   own, list(lark_obj.ignore_tokens), contexts, flags,
                    list(lark_obj.rules), str(getattr(lark_obj, "source_grammar", "") or ""))
 
     @classmethod

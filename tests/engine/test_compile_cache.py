@@ -286,3 +286,34 @@ def test_codec_round_trips_containers(tmp_path: Path) -> None:
     assert back["np"] == np.float32(2.5) and back[7] is None
     with pytest.raises(cachefile.CacheFileError):
         cachefile.load(tmp_path / "x.npz", {"k": 2}, {})
+
+
+def test_lark_parsers_of_one_text_with_other_flags_do_not_share_a_cache(tmp_path: Path) -> None:
+    """Two ``lark.Lark`` parsers of one text, one with ``g_regex_flags=re.I``: the cache key is what the
+    engine reads (terminals with their flags, rules, options), not the text, so neither gets the
+    other's masks from the cache, and the global flag is honoured as Lark's scanner applies it (it was
+    ignored: ``ABX`` refused); a flag with no pattern-flag spelling is refused with a typed error."""
+    import re
+
+    import lark
+
+    from gad.errors import UnsupportedGrammarError
+
+    text = 'start: "ab" NAME\nNAME: /[a-z]+/\n'
+    vocab = Vocabulary.from_strings(["a", "b", "A", "B", "x", "X"])
+    plain = lark.Lark(text, parser="lalr", lexer="contextual")
+    folded = lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=re.I)
+    for p in (plain, folded, plain, folded):  # (the later two read the cache files the first two wrote)
+        compiler._MEMO.clear()
+        cg = gad.compile(p, vocab, cache_dir=tmp_path)
+        for s in ["abx", "ABX", "abX", "ab", "aBxX"]:
+            try:
+                p.parse(s)
+                want = True
+            except lark.exceptions.LarkError:
+                want = False
+            m = cg.matcher()
+            assert (m.accept_bytes(s.encode()) and m.is_accepting()) is want, (p.options.g_regex_flags, s)
+    assert len(list((tmp_path / "compiled").glob("*.npz"))) == 2
+    with pytest.raises(UnsupportedGrammarError, match="g_regex_flags"):
+        gad.compile(lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=re.A), vocab, cache_dir=False)
