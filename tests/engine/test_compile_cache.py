@@ -317,3 +317,23 @@ def test_lark_parsers_of_one_text_with_other_flags_do_not_share_a_cache(tmp_path
     assert len(list((tmp_path / "compiled").glob("*.npz"))) == 2
     with pytest.raises(UnsupportedGrammarError, match="g_regex_flags"):
         gad.compile(lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=re.A), vocab, cache_dir=False)
+
+
+def test_lark_parser_with_a_postlexer_is_refused_by_name() -> None:
+    """A postlexer (an Indenter) inserts tokens that are not in the text: refused, saying so (it was
+    refused as if the lexer were not contextual)."""
+    import lark
+    from lark.indenter import Indenter
+
+    from gad.errors import InvalidArgumentError
+
+    class TreeIndenter(Indenter):
+        NL_type, OPEN_PAREN_types, CLOSE_PAREN_types = "_NL", [], []
+        INDENT_type, DEDENT_type, tab_len = "_INDENT", "_DEDENT", 8
+
+    text = ('start: NAME _NL [_INDENT start+ _DEDENT]\nNAME: /[a-z]+/\n%declare _INDENT _DEDENT\n'
+            '_NL: /(\\r?\\n[\\t ]*)+/\n')
+    p = lark.Lark(text, parser="lalr", postlex=TreeIndenter())
+    assert p.parse("a\n b\n")
+    with pytest.raises(InvalidArgumentError, match="postlex"):
+        gad.compile(p, _vocab(), cache_dir=False)
