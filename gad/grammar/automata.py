@@ -10,10 +10,12 @@ automata (:func:`budgeted` products, :func:`minimize`) and writes the result bac
 from __future__ import annotations
 
 import _sre
+import operator
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import interegular
@@ -212,6 +214,13 @@ def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
     return fsm
 
 
+def cached_fsm(regexp: str) -> interegular.FSM | None:
+    """``regex_fsm(regexp)`` where this process has built it already (under the default budget), else
+    None: builds nothing (a regexp whose build failed is not cached)."""
+    with _crawl_lock:
+        return _FSM_CACHE.get((regexp, MAX_TERMINAL_STATES))
+
+
 # Automata already built in this process, by (regexp, budget): the terminals of per-request grammars
 # recur (a JSON Schema's strings, numbers, punctuation), and validation and the lexer both need them.
 # interegular FSMs are not changed after construction, so one object serves every user.
@@ -378,7 +387,103 @@ def int_range_fsm(lo: int, hi: int) -> interegular.FSM:
                      finals=finals, map=fmap, __no_validation__=True)
 
 
+# RFC 8259's string spellings: a terminal of a lookahead intersection must lie inside them (meet_parts)
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+
+
+def _ends_in_quote(text: str) -> bool:
+    """``text`` ends in a literal ``"`` (not the escaped quote of an odd run of backslashes)."""
+    if not text.endswith('"'):
+        return False
+    k = len(text) - 1
+    while k > 0 and text[k - 1] == "\\":
+        k -= 1
+    return (len(text) - 1 - k) % 2 == 0
+
+
+def meet_parts(regexp: str) -> list[str] | None:
+    """The terminals ``"A"``, ``"B"``, ..., ``"C"`` of a terminal written ``"(?=A")(?=B")...C"`` (a JSON
+    string whose content matches each of A, B, ... and C), or None for a regexp of any other shape.
+
+    Where each of those terminals spells only JSON strings (checked by :func:`regex_fsm`, which then
+    builds their intersection), Python's ``re`` (Lark's scanner) reads the terminal as exactly that
+    intersection: a lookahead's ``A"`` cannot end before or after the token's closing quote, since
+    a string of JSON content units (each a character other than a quote or backslash, or a whole
+    escape) followed by a quote has its first unescaped quote there.  The JSON Schema converter writes
+    a pattern / length / format intersection so where the product automaton is too large to write
+    back as one regex."""
+    if not regexp.startswith('"(?='):
+        return None
+    parts: list[str] = []
+    i = 1
+    while regexp.startswith("(?=", i):
+        j = _group_end(regexp, i) + 1
+        if not j:
+            return None
+        inner = regexp[i + 3:j - 1]
+        if not _ends_in_quote(inner):
+            return None
+        parts.append('"' + inner)  # (a sequence ending in its quote: checked on Python's parse below)
+        i = j
+    rest = regexp[i:]
+    if not _ends_in_quote(rest):
+        return None
+    parts.append('"' + rest)
+    try:  # the text's split agrees with Python's reading: a quote, the lookaheads, the rest
+        import re._parser as sre_parse
+
+        items = list(sre_parse.parse(regexp))
+    except Exception:  # noqa: BLE001 - not a Python regexp at all
+        return None
+    k = len(parts) - 1
+    looks = items[1:1 + k]
+    if (str(items[0][0]) != "LITERAL" or items[0][1] != 34 or str(items[-1][0]) != "LITERAL" or items[-1][1] != 34
+            or any(str(op) != "ASSERT" or av[0] != 1 or not av[1].data or str(av[1].data[-1][0]) != "LITERAL"
+                   or av[1].data[-1][1] != 34 for op, av in looks)):
+        return None  # (each lookahead a sequence ending in its quote: "(?=a|")" is a or a quote)
+    return parts
+
+
+def _meet_fsm(parts: list[str], max_states: int) -> interegular.FSM:
+    """The intersection of the terminals ``parts`` (:func:`meet_parts`), each checked to spell only JSON
+    strings.
+
+    The product may build up to twice ``max_states`` states before it is minimised (a length bound
+    times a pattern's states: most of them merge); it is not tried where the two automata's sizes
+    multiply to over ten times ``max_states`` (building it would take seconds, in Python).
+
+    Raises:
+        AutomatonTooLarge: over ``max_states`` (minimised), or over twice that while built.
+        ValueError: a part spells something other than a JSON string (the lookahead could then read
+            past the token: no exact automaton).
+    """
+    json_string = regex_fsm(_JSON_STRING)
+
+    def spells_json(f: interegular.FSM) -> bool:
+        return bool((f - json_string).empty())
+
+    fsms = sorted((regex_fsm(part, max_states) for part in parts), key=lambda f: len(f.map))
+    if len(fsms[0].map) * len(fsms[1].map) > 10 * max_states:
+        raise AutomatonTooLarge
+    for part, f in zip(parts, fsms, strict=True):
+        if not budgeted(partial(spells_json, f), max_states):
+            raise ValueError(f"the lookahead intersection's part {clip(part)} spells more than JSON strings")
+    out = fsms[0]
+    for f in fsms[1:]:
+        if len(out.map) * len(f.map) > 10 * max_states:
+            raise AutomatonTooLarge
+        out = budgeted(partial(operator.and_, out, f), 2 * max_states)
+        small = minimize(out)
+        out = out if small is None else small
+        if len(out.map) > max_states:
+            raise AutomatonTooLarge
+    return out
+
+
 def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
+    meet = meet_parts(regexp)
+    if meet is not None:
+        return _meet_fsm(meet, max_states)
     rng = _INT_RANGES.get(regexp)
     if rng is not None:
         direct = int_range_fsm(*rng)

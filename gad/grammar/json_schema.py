@@ -63,8 +63,10 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   float, which the format leaves alone, as ``jsonschema`` reads it).  Two or three of pattern / length / format on one string are an automaton
   intersection: a pattern ``C*`` / ``C+`` over a class of plain characters under a length is
   ``C{lo,hi}`` (chunked like a length); otherwise the product automaton is minimised and written
-  back as one regex (state elimination, re-parsed and checked equivalent), or refused when it is
-  over gad's budgets (400 states, 20,000 characters).  The formats the JSON Schema drafts define but gad does not implement (duration,
+  back as one regex (state elimination, re-parsed and checked equivalent) where it has at most 400
+  states and its regex 20,000 characters, else written as the terminal ``"(?=A")B"``, which Python's
+  ``re`` and gad's automata both read as the intersection (:func:`gad.grammar.automata.meet_parts`),
+  where that automaton fits gad's budget for one terminal (10,000 states), else refused.  The formats the JSON Schema drafts define but gad does not implement (duration,
   idn-email, idn-hostname, uri-reference, iri, iri-reference, uri-template, json-pointer,
   relative-json-pointer, regex; draft-03's host-name, ip-address, color, ... under a draft-03
   ``$schema``) are refused; any other name (``password``, ``byte``, ``topic`` ...) is unknown to
@@ -130,6 +132,7 @@ from gad.grammar.automata import (
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     budgeted,
+    cached_fsm,
     clip,
     fsm_regex,
     greedy_regex,
@@ -775,6 +778,22 @@ class _Chunked:
     unit: str = _LEN_UNIT  # one unit's regex (a class of raw characters under a pattern C* / C+)
 
 
+@dataclass(frozen=True)
+class _Meet:
+    """A string whose content matches every one of ``parts`` (content regexes) where their
+    intersection's automaton fits gad's budget for one terminal but is too large to write back as one
+    regex: the terminal is ``"(?=P1")...(?=Pk-1")Pk"``, which Python's ``re`` (Lark's scanner) and gad's
+    automata (:func:`gad.grammar.automata.meet_parts`) both read as the intersection."""
+
+    parts: tuple[str, ...]
+
+    def terminal(self) -> str:
+        return '"' + "".join(f'(?={p}")' for p in self.parts[:-1]) + self.parts[-1] + '"'
+
+
+_OPAQUE = (_Chunked, _Meet)  # string parts that unions cannot merge as regex text
+
+
 # An enum's strings whose one terminal would be over gad's budgets for a terminal (characters of its
 # regex, automaton states) are spelled by several terminals, each a run of the sorted strings kept
 # under both with a margin; a lexer context holds all of them (8 x 8,000 states, x 3 bytes per
@@ -832,7 +851,7 @@ def _word_chunks(strs: list[str]) -> list[list[str]] | None:
 class _Parts:
     """What one value position admits, grouped by the first token's kind."""
 
-    string: str | _Chunked | None = None  # content regex; "*" = any spelling of any string
+    string: str | _Chunked | _Meet | None = None  # content regex; "*" = any spelling of any string
     number: str | None = None       # full regex
     lits: set[str] = field(default_factory=set)  # "true", "false", "null"
     obj: str | None = None          # rule name
@@ -1337,6 +1356,8 @@ class _Gen:
             alts.append(p.arr)
         if isinstance(p.string, _Chunked):
             alts.append(self.chunked_string(p.string))
+        elif isinstance(p.string, _Meet):
+            alts.append(self.term(p.string.terminal(), "S"))
         elif p.string == "*":
             alts.append(self.term(JSON_STRING, "S"))
         elif p.string is not None:
@@ -1408,14 +1429,17 @@ class _Gen:
                 if out.string is None:
                     out.string = p.string
                     out.where["string"] = bptr
-                elif isinstance(out.string, _Chunked) or isinstance(p.string, _Chunked):
+                elif isinstance(out.string, _OPAQUE) or isinstance(p.string, _OPAQUE):
                     if not one_of and "*" in (out.string, p.string):
                         out.string = "*"
                     elif not one_of and out.string == p.string:
                         pass
                     else:
-                        self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr}: a "
-                                                   f"length bound over {_MAX_LENGTH} is a chain of terminals "
+                        what = (f"a length bound over {_MAX_LENGTH} is a chain of terminals"
+                                if isinstance(out.string, _Chunked) or isinstance(p.string, _Chunked) else
+                                "a string under several of pattern / length / format is a lookahead "
+                                "intersection terminal")
+                        self.unsupported(uptr, kw, f"string branches {out.where['string']} and {bptr}: {what} "
                                                    "and cannot be merged with another string branch")
                         out.string = "*"
                 else:
@@ -1757,7 +1781,7 @@ class _Gen:
             return False
         if pa.string is not None and pb.string is not None:
             if isinstance(pa.string, _Chunked) or isinstance(pb.string, _Chunked) or \
-                    self.overlap('"' + _cx(pa.string) + '"', '"' + _cx(pb.string) + '"'):
+                    self.overlap(_string_terminal(pa.string), _string_terminal(pb.string)):
                 return False
         if pa.number is not None and pb.number is not None and self.overlap(pa.number, pb.number):
             return False
@@ -1919,7 +1943,7 @@ class _Gen:
             self.array_part(flat, ptr, p)
         return p
 
-    def string_content(self, flat: dict, ptr: str) -> str | _Chunked | None:
+    def string_content(self, flat: dict, ptr: str) -> str | _Chunked | _Meet | None:
         pp = flat["_ptr"]
         lo = flat.get("minLength", 0)
         hi = flat.get("maxLength")
@@ -1954,6 +1978,9 @@ class _Gen:
             ok, rx = _intersect_content(parts)
             if ok:
                 return rx
+            meet = _meet_of(parts)
+            if meet is not None:
+                return meet
             # the pattern stays if there is one, else the format; each keyword left out is named
             why = "a string under two of pattern / length / format needs an automaton intersection too large " \
                   "to write as one terminal"
@@ -2728,6 +2755,27 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
         return False, None
 
 
+def _meet_of(parts: list[str]) -> _Meet | None:
+    """The string content matching every one of ``parts`` (content regexes) as a lookahead
+    intersection terminal (:class:`_Meet`), where its automaton is within gad's budget for one
+    terminal (built now, and kept for the lexer: :func:`regex_fsm` caches it); None where it is not,
+    where a part's own automaton is (:func:`_intersect_content` built them: none is built again), or
+    where the two smallest parts' automata multiply to over ten times that budget (their product
+    would take seconds to build, in Python)."""
+    fsms = [cached_fsm(p) for p in parts]  # (a part whose own automaton is over the budget is not there)
+    if any(f is None for f in fsms):
+        return None
+    sizes = sorted(len(f.map) for f in fsms if f is not None)
+    if sizes[0] * sizes[1] > 10 * MAX_TERMINAL_STATES:
+        return None
+    try:
+        meet = _Meet(tuple(parts[1:] + parts[:1]))  # (the pattern, or the format, read last)
+        regex_fsm(meet.terminal())
+        return meet
+    except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
+        return None
+
+
 def _join_numbers(a: str, b: str) -> str | None:
     """One number terminal's regex for the union of the regexes ``a`` and ``b``, written so that
     Python's leftmost-first match is the longest one (:func:`gad.grammar.automata.greedy_regex`):
@@ -2788,6 +2836,11 @@ def _excludes(a: dict, b: dict) -> bool:
 
 def _cx(content: str) -> str:
     return ANY_CONTENT if content == "*" else content
+
+
+def _string_terminal(string: str | _Meet) -> str:
+    """The terminal regex of a string part (content regex, ``"*"`` or a :class:`_Meet`)."""
+    return string.terminal() if isinstance(string, _Meet) else '"' + _cx(string) + '"'
 
 
 def _unflatten(flat: dict) -> Any:

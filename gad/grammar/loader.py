@@ -50,7 +50,14 @@ from gad.errors import (
     UnsupportedGrammarError,
 )
 from gad.grammar import ebnf, json_schema, regex
-from gad.grammar.automata import MAX_REGEX_CHARS, MAX_TERMINAL_STATES, AutomatonTooLarge, clip, regex_fsm
+from gad.grammar.automata import (
+    MAX_REGEX_CHARS,
+    MAX_TERMINAL_STATES,
+    AutomatonTooLarge,
+    clip,
+    meet_parts,
+    regex_fsm,
+)
 from gad.grammar.lalr_sets import lark_uses_fast_sets
 from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
 from gad.grammar.tables import ParserTables
@@ -595,8 +602,10 @@ class Grammar:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
                     "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
-            # (a literal's regexp is re.escape'd text: no lookaround, back-reference or anchor)
-            bad = None if isinstance(t.pattern, PatternStr) else _unsupported_regex_feature(regexp)
+            # (a literal's regexp is re.escape'd text; a lookahead intersection of JSON strings,
+            # meet_parts, is read exactly: regex_fsm checks it)
+            bad = None if isinstance(t.pattern, PatternStr) or meet_parts(regexp) is not None \
+                else _unsupported_regex_feature(regexp)
             if bad:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "

@@ -163,8 +163,29 @@ def test_string_intersections_exact(schema):
     agree_with_jsonschema(schema, _STRINGS)
 
 
+_LOOKAHEAD_CASES = [
+    ({"type": "string", "pattern": "^[a-z]+@[a-z]+\\.[a-z]+\\.[a-z]+$", "maxLength": 250},
+     ["a@b.c.d", "a" * 244 + "@b.c.d", "a" * 245 + "@b.c.d", "a@b.c", "A@b.c.d", ""]),
+    ({"type": "string", "format": "email", "maxLength": 30},
+     ["a@b.co", "x" * 25 + "@b.co", "x" * 26 + "@b.co", "bad", "a@b", "a.b@c.d"]),
+    ({"type": "string", "pattern": "^([\\w\\/-]|[\\w-][\\w\\/-]*[\\w-])$", "minLength": 2, "maxLength": 255},
+     ["a", "a/b", "/a", "a" * 255, "a" * 256, "a-", "-a-", "a b", 'a"b', "a\\b"]),
+]
+
+
+@pytest.mark.parametrize("schema,values", _LOOKAHEAD_CASES)
+def test_string_intersections_as_lookahead_terminals_exact(schema, values):
+    """An intersection whose automaton fits one terminal but whose regex is too large to write back is
+    the terminal ``"(?=A")B"``: gad's automaton (their intersection, each part checked to spell JSON
+    strings only) and Lark's scanner (Python's lookahead) both read it exactly (these were refused)."""
+    c = agree_with_jsonschema(schema, values)
+    assert c is not None and '"(?=' in c.sg.lark_text
+    for v in values:
+        assert c.grammar.parses(json.dumps(v)) is oracle(schema, v), v
+
+
 def test_string_intersection_too_large_is_refused():
-    schema = {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.[a-z]+\\.[a-z]+$", "maxLength": 250}
+    schema = {"type": "string", "format": "email", "maxLength": 254}  # (a product of ~24,000 states)
     with pytest.raises(UnsupportedSchemaError) as e:
         convert(schema)
     assert e.value.keyword == "maxLength" and e.value.pointer == ""  # (the keyword the schema has)
@@ -404,3 +425,38 @@ def test_thousand_item_bound():
     with pytest.raises(UnsupportedSchemaError) as e:
         convert({"type": "array", "maxItems": 3000})
     assert e.value.keyword == "maxItems"
+
+
+# content regexes over JSON string units (a, b, an escaped quote, an escaped backslash): a quote or a
+# backslash on its own is never one
+_UNITS = st.sampled_from(["a", "b", '\\\\"', "\\\\\\\\", "[ab]", '(?:a|\\\\")'])
+_CONTENT = st.builds(lambda us, q: "(?:" + "".join(us) + ")" + q, st.lists(_UNITS, min_size=0, max_size=3),
+                     st.sampled_from(["", "*", "+", "?", "{1,3}"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_CONTENT, min_size=2, max_size=3), st.lists(st.sampled_from(["a", "b", '\\"', "\\\\"]), max_size=5),
+       st.sampled_from(["", '"', 'a"', '\\"', ' "b"']))
+def test_lookahead_terminal_reads_as_the_intersection(parts, units, after):
+    """``"(?=A")...C"`` (automata.meet_parts): gad's automaton accepts a string iff Python's ``re`` (Lark's
+    scanner) matches exactly that string at the start of it followed by any text ``after`` (its
+    lookaheads may read past the token: they cannot end elsewhere than at its closing quote)."""
+    from gad.grammar.automata import meet_parts
+
+    term = '"' + "".join(f'(?={p}")' for p in parts[:-1]) + parts[-1] + '"'
+    assert meet_parts(term) is not None
+    f = regex_fsm(term)
+    word = '"' + "".join(units) + '"'
+    m = re.compile(term).match(word + after)
+    assert (m is not None and m.end() == len(word)) is f.accepts(word), (term, word, after)
+
+
+def test_lookahead_terminal_of_more_than_json_strings_is_refused():
+    """A lookahead whose part can hold a raw quote could read past the token: no automaton, a typed refusal."""
+    from gad.errors import UnsupportedGrammarError
+    from gad.grammar import Grammar
+
+    with pytest.raises(ValueError, match="JSON strings"):
+        regex_fsm('"(?=.*")a*"')
+    with pytest.raises(UnsupportedGrammarError):
+        Grammar.from_string('start: S\nS: /"(?=.*")a*"/\n')
