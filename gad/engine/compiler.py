@@ -1957,6 +1957,10 @@ def _tables(obj: Any, start: str) -> ParserTables:
         InvalidArgumentError: ``obj`` is not an LALR parser with a contextual lexer."""
     if isinstance(obj, ParserTables):
         return obj
+    if getattr(getattr(obj, "options", None), "use_bytes", False):
+        raise InvalidArgumentError("gad cannot read a Lark grammar built with use_bytes=True: Lark then matches "
+                                   "terminals on bytes ('.' is one byte), gad on UTF-8 characters; build it "
+                                   "without use_bytes")
     if getattr(getattr(obj, "options", None), "postlex", None) is not None:
         raise InvalidArgumentError("gad cannot read a Lark grammar with a postlexer (postlex=, e.g. an Indenter): "
                                    "the tokens it inserts are not in the text, so no automaton over the text "

@@ -319,9 +319,9 @@ def test_lark_parsers_of_one_text_with_other_flags_do_not_share_a_cache(tmp_path
         gad.compile(lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=re.A), vocab, cache_dir=False)
 
 
-def test_lark_parser_with_a_postlexer_is_refused_by_name() -> None:
+def test_lark_parser_with_a_postlexer_or_bytes_is_refused_by_name() -> None:
     """A postlexer (an Indenter) inserts tokens that are not in the text: refused, saying so (it was
-    refused as if the lexer were not contextual)."""
+    refused as if the lexer were not contextual); so is a parser matching bytes (``use_bytes``)."""
     import lark
     from lark.indenter import Indenter
 
@@ -336,4 +336,8 @@ def test_lark_parser_with_a_postlexer_is_refused_by_name() -> None:
     p = lark.Lark(text, parser="lalr", postlex=TreeIndenter())
     assert p.parse("a\n b\n")
     with pytest.raises(InvalidArgumentError, match="postlex"):
+        gad.compile(p, _vocab(), cache_dir=False)
+    # use_bytes: Lark's '.' reads one byte, gad's one character (it accepted "aéb", which Lark refuses)
+    p = lark.Lark("start: /a.b/\n", parser="lalr", use_bytes=True)
+    with pytest.raises(InvalidArgumentError, match="use_bytes"):
         gad.compile(p, _vocab(), cache_dir=False)
