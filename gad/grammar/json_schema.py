@@ -83,7 +83,8 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   e.g. for 0.07 and multipleOf 0.01) over the spelling without exponent, as an intersection of
   automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
-  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``, ``if`` / ``then`` / ``else``,
+  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``
+  (except of a ``type`` alone or of ``required`` of one name: :func:`_not_schema`), ``if`` / ``then`` / ``else``,
   ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
@@ -1195,6 +1196,11 @@ class _Gen:
                 if present is not False:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
+        if "not" in rest:
+            neg = _not_schema(rest["not"])
+            if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
+                rest.pop("not")
+                flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
@@ -2848,6 +2854,29 @@ def _unflatten(flat: dict) -> Any:
     if flat["_unions"]:
         out["allOf"] = [{"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
     return out
+
+
+def _not_schema(n: Any) -> Any:
+    """A schema admitting exactly the values ``{"not": n}`` admits, for the shapes gad rewrites, else
+    None: ``not: true`` / ``false``; ``not`` of a ``type`` alone (the other types; not where it names
+    ``integer`` without ``number``: the numbers with a fraction are no type); ``not`` of ``required``
+    of one name alone (an object without that name: ``required`` holds for every value that is not
+    an object, so those fail the ``not``)."""
+    if n is True or n is False:
+        return not n
+    if not isinstance(n, dict):
+        return None
+    keys = {k for k in n if not _is_annotation(k)}
+    if keys == {"type"}:
+        t = _type_set(n["type"])
+        if "integer" in t and "number" not in t:
+            return None
+        rest = [k for k in ("object", "array", "string", "number", "boolean", "null") if k not in t]
+        return {"type": rest} if rest else False
+    req = n.get("required")
+    if keys == {"required"} and isinstance(req, list) and len(req) == 1 and isinstance(req[0], str):
+        return {"type": "object", "properties": {req[0]: False}}
+    return None
 
 
 def _type_set(t: Any) -> set[str]:

@@ -188,7 +188,8 @@ def test_one_of_disjoint_and_overlapping():
 @pytest.mark.parametrize("schema,pointer,keyword", [
     ({"type": "object", "patternProperties": {"^x": {}, "y": {}}}, "", "patternProperties"),
     ({"properties": {"a": {"type": "integer", "multipleOf": 1001}}}, "/properties/a", "multipleOf"),
-    ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a", "not"),
+    ({"properties": {"a": {"not": {"minimum": 3}}}}, "/properties/a", "not"),
+    ({"properties": {"a": {"not": {"type": "integer"}}}}, "/properties/a", "not"),  # (non-integer numbers: no type)
     ({"items": {"type": "array", "uniqueItems": True}}, "/items", "uniqueItems"),
     ({"$defs": {"s": {"type": "string", "pattern": "(?=a)b"}}, "$ref": "#/$defs/s"}, "/$defs/s", "pattern"),
     ({"type": "string", "format": "iri"}, "", "format"),
@@ -505,6 +506,22 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
                                              "n": {"type": "integer"}}}
     lenient = _refused_then_dropped(huge, "/properties/city", "enum")
     assert lenient.accepts('{"city":"anything","n":1}') and not lenient.accepts('{"city":1}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"type": "null"}}, {"not": {"type": ["array", "object", "null"]}}, {"not": {"type": "number"}},
+    {"type": "object", "properties": {"image": {"type": "string"}, "n": {"type": "integer"}},
+     "not": {"required": ["image"]}},
+    {"not": {"required": ["image"]}}, {"not": True}, {"not": False},
+    {"anyOf": [{"not": {"required": ["image"]}}, {"type": "string"}]},
+    {"type": "object", "properties": {"image": {"not": {"type": ["string", "null"]}}}, "required": ["image"]},
+])
+def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
+    """``not`` of a ``type`` (the other types) or of ``required`` of one name (an object without it; a
+    value that is not an object fails such a ``not``) is rewritten, not refused."""
+    values = [None, 0, 1, 1.5, -2, "x", "", True, False, [], [1], {}, {"image": "a"}, {"image": 1}, {"n": 1},
+              {"image": None, "n": 2}, {"image": [1]}, {"x": None}]
+    agree_with_jsonschema(schema, values)
 
 
 def test_multiple_of_compiles_exactly_where_documented():
