@@ -22,7 +22,7 @@ import interegular
 import interegular.fsm as _ifsm
 import interegular.patterns as _ipat
 
-from gad.grammar.regex_ast import MAX_CP, complement, norm, ranges_text, rx_lit
+from gad.grammar.regex_ast import MAX_CP, RegexUnsupported, complement, norm, parse, ranges_text, rx_lit
 
 # Budgets on automaton sizes: a terminal such as /(a|b)*a(a|b){20}/ has 2^21 DFA states and
 # /a{1000000}/ a million; building them would run for hours, so they are refused instead.
@@ -430,10 +430,8 @@ def meet_parts(regexp: str) -> list[str] | None:
         return None
     parts.append('"' + rest)
     try:  # the text's split agrees with Python's reading: a quote, the lookaheads, the rest
-        import re._parser as sre_parse
-
-        items = list(sre_parse.parse(regexp))
-    except Exception:  # noqa: BLE001 - not a Python regexp at all
+        items = parse(regexp)
+    except RegexUnsupported:
         return None
     k = len(parts) - 1
     looks = items[1:1 + k]
@@ -462,12 +460,13 @@ def _meet_fsm(parts: list[str], max_states: int) -> interegular.FSM:
     def spells_json(f: interegular.FSM) -> bool:
         return bool((f - json_string).empty())
 
-    fsms = sorted((regex_fsm(part, max_states) for part in parts), key=lambda f: len(f.map))
-    if len(fsms[0].map) * len(fsms[1].map) > 10 * max_states:
-        raise AutomatonTooLarge
-    for part, f in zip(parts, fsms, strict=True):
+    fsms = []
+    for part in parts:
+        f = regex_fsm(part, max_states)
         if not budgeted(partial(spells_json, f), max_states):
             raise ValueError(f"the lookahead intersection's part {clip(part)} spells more than JSON strings")
+        fsms.append(f)
+    fsms.sort(key=lambda f: len(f.map))
     out = fsms[0]
     for f in fsms[1:]:
         if len(out.map) * len(f.map) > 10 * max_states:
