@@ -279,14 +279,27 @@ class _Signals:
             raise KeyboardInterrupt
 
 
+# the method-specific flags: option name -> (flag, its default)
+_METHOD_FLAGS: dict[str, tuple[str, Any]] = {
+    "max_proposals": ("--max-proposals", None), "particles": ("--particles", None),
+    "ess_threshold": ("--ess-threshold", 0.5), "proposal": ("--proposal", "gcd"), "draws": ("--draws", False),
+    "steps": ("--steps", 10), "move": ("--move", "uniform"), "trie_cache": ("--no-trie-cache", True)}
+
+
 def method_options(args: argparse.Namespace, method: Any) -> dict[str, Any]:
-    """The ``options`` of ``gad.sample`` for ``method`` from the parsed flags (only those it accepts)."""
+    """The ``options`` of ``gad.sample`` for ``method`` from the parsed flags (only those it accepts).
+
+    Raises:
+        InvalidArgumentError: a flag of another method set (away from its default): it would do nothing.
+    """
     flags = {"max_proposals": getattr(args, "max_proposals", None), "particles": getattr(args, "particles", None),
              "ess_threshold": getattr(args, "ess_threshold", 0.5), "proposal": getattr(args, "proposal", "gcd"),
              "draws": bool(getattr(args, "draws", False)), "steps": getattr(args, "steps", 10),
              "move": getattr(args, "move", "uniform"), "trie_cache": not getattr(args, "no_trie_cache", False)}
-    if method.name != "smc" and (flags["particles"] is not None or flags["draws"]):
-        raise InvalidArgumentError(f"--particles / --draws are smc options; --method {method.name} would ignore them")
+    ignored = [flag for k, (flag, default) in _METHOD_FLAGS.items() if flags[k] != default and k not in method.options]
+    if ignored:
+        raise InvalidArgumentError(f"{' / '.join(ignored)}: options of other methods; --method {method.name} would "
+                                   "ignore them")
     return {k: v for k, v in flags.items() if k in method.options and v is not None}
 
 
@@ -310,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
     if speculative is not None:
         speculative = check_drafter_spec(speculative)
     method = get_method(args.method)
+    method_options(args, method)  # (another method's flags are refused before anything loads)
     if args.trie is not None and not method.uses_trie:
         raise InvalidArgumentError(f"--trie needs a method that learns a Φ̂ trie (--method asap); "
                                    f"--method {method.name} would ignore it")

@@ -40,6 +40,12 @@ def test_bad_values_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], o
     one_line_error("--top-p")
     assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--model", str(tmp_path / "nomodel")]) == 2
     one_line_error("nomodel")
+    # a flag of another method would do nothing: refused (the default method is gcd)
+    assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--model", "toy:ascii", "--particles", "4"]) == 2
+    one_line_error("--particles")
+    assert main(["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--model", "toy:ascii", "--method", "smc",
+                 "--steps", "3", "--no-trie-cache"]) == 2
+    one_line_error("--steps / --no-trie-cache")
     bad = tmp_path / "bad.lark"
     bad.write_text("start: (\n")
     assert main(["sample", "--grammar", str(bad), "--prompt", "x"]) == 2
