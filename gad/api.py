@@ -23,7 +23,7 @@ from gad.phi.base import PhiEstimator
 from gad.phi.registry import make_estimator, parse_estimator
 from gad.sampling.methods import get_method
 from gad.sampling.rng import check_seed
-from gad.sampling.sampler import sample_rows
+from gad.sampling.sampler import progress_bar, sample_rows
 from gad.speculative.config import Speculation
 from gad.speculative.decode import speculative_sample
 from gad.types import Sample
@@ -180,8 +180,13 @@ def sample(lm: LanguageModel, grammar: Grammar | TokenConstraint | str | os.Path
         return sample_rows(lm, compiled, est, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens,
                            batch_size=bs, temperature=float(temperature), top_k=top_k, top_p=top_p,
                            progress=progress, first_index=first_index, on_batch=on_batch)
-    return m.run(lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens, batch_size=bs,
-                 trie=trie, settings=settings, progress=progress)
+    bar, own_bar = progress_bar(progress, n)  # (the registered runners take a bar object, not True)
+    try:
+        return m.run(lm, compiled, prompt_ids, n=n, seed=seed, max_new_tokens=max_new_tokens, batch_size=bs,
+                     trie=trie, settings=settings, progress=bar)
+    finally:
+        if own_bar:
+            bar.close()
 
 
 def _speculation(speculative: Any, draft_k: int, tree: Any, accept: str, log: bool,

@@ -489,6 +489,8 @@ def rejection_sample(lm: Any, compiled: Any, prompt_ids: Sequence[int], *, n: in
             weights.append(p.log_z0 + p.log_a if p.finished else -math.inf)
             accept = p.finished and float(rng.random()) < math.exp(min(0.0, p.log_a))
             prop.observe(p)
+            if progress is not None and hasattr(progress, "set_postfix_str"):  # (a tqdm bar: rejections show too)
+                progress.set_postfix_str(f"{j} proposals, {len(out) + accept} accepted")
             if accept:
                 out.append(_to_sample(p, lm.vocab, "rs", len(out), 0.0, None, {
                     "proposals": since, "proposal_log_weight": p.log_a,

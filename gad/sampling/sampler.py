@@ -61,7 +61,7 @@ def sample_rows(lm: LanguageModel, compiled: TokenConstraint, estimator: PhiEsti
     Raises:
         TokenRejectedError: the matcher refused a token its own mask allowed (a matcher bug).
     """
-    bar, own_bar = _progress(progress, n)
+    bar, own_bar = progress_bar(progress, n)
     samples: list[Sample] = []
     try:
         end = first_index + n
@@ -82,7 +82,9 @@ def sample_rows(lm: LanguageModel, compiled: TokenConstraint, estimator: PhiEsti
     return samples
 
 
-def _progress(progress: Any, n: int) -> tuple[Any, bool]:
+def progress_bar(progress: Any, n: int) -> tuple[Any, bool]:
+    """``(bar, owned)`` for a ``progress`` argument: a new tqdm bar over ``n`` samples for True (owned:
+    the caller closes it), the object itself for a tqdm-like one, None for a false value."""
     if progress is True:
         from tqdm.auto import tqdm
 

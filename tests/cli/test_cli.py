@@ -79,6 +79,19 @@ def test_sample_prints_and_writes_jsonl(tmp_path: Path, capsys: pytest.CaptureFi
             json.loads(r["text"])
 
 
+@pytest.mark.parametrize("method", ["gcd", "rs", "smc", "mcmc"])
+def test_sample_with_a_progress_bar_runs_every_method(method: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The progress bar (on by default) with each kind of runner: rs / smc / mcmc were handed ``True``
+    for a bar and failed with an internal error at their first accepted sample."""
+    out = tmp_path / "s.jsonl"
+    rc = main(["sample", "--grammar", "json_compact", "--prompt", "x", "--model", "toy:ascii", "-n", "2",
+               "--max-new-tokens", "12", "--method", method, "--out", str(out)])
+    assert rc == 0
+    assert len(out.read_text().splitlines()) == 2
+    assert "sampling" in capsys.readouterr().err  # (the bar was drawn)
+
+
 def test_eval_subcommand_is_wired(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["eval", "--help"])
