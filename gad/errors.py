@@ -153,6 +153,11 @@ class EnumerationBudgetError(GadError):
         super().__init__(message)
 
 
+class SchemaKeywordWarning(UserWarning):
+    """A JSON Schema key that is no keyword but close to one (``maxLenght``): validators ignore it, as
+    the spec says an unknown keyword is an annotation, so it constrains nothing; gad says so."""
+
+
 class UnsafeCacheWarning(UserWarning):
     """A cache folder can be written by other users (or is theirs): gad neither reads nor writes it."""
 

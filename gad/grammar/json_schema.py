@@ -109,6 +109,7 @@ per value position; key terminals are disjoint literals plus the complement of t
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -127,7 +128,13 @@ from interegular.fsm import FSM as _FSM
 from interegular.fsm import Alphabet as _Alphabet
 from interegular.fsm import anything_else as _anything_else
 
-from gad.errors import EmptyLanguageError, InvalidArgumentError, InvalidSchemaError, UnsupportedSchemaError
+from gad.errors import (
+    EmptyLanguageError,
+    InvalidArgumentError,
+    InvalidSchemaError,
+    SchemaKeywordWarning,
+    UnsupportedSchemaError,
+)
 from gad.grammar.automata import (
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
@@ -1011,6 +1018,7 @@ class _Gen:
         self.strict = strict
         self.lenient = lenient
         self.dropped: list[Dropped] = []
+        self.near_misses: dict[tuple[str, str], str] = {}  # (pointer, key) -> the keyword it is close to
         if ws == "compact":
             self.ws = ""
         elif ws == "flexible":
@@ -1204,6 +1212,11 @@ class _Gen:
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
+                if kw not in _KEYWORDS and kw not in _ANNOTATIONS and not kw.startswith(("_", "x-")):
+                    # (a key switched off on purpose, "_format", or an extension, "x-maxLength", is quiet)
+                    near = difflib.get_close_matches(kw, _KEYWORDS - _DRAFT3_KEYWORDS, n=1, cutoff=0.85)
+                    if near:
+                        self.near_misses.setdefault((ptr, kw), near[0])
                 continue
             if kw == "const":
                 kw, v = "enum", [v]
@@ -2984,6 +2997,10 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
         if not more:
             break
         dead |= more
+    if gen.near_misses:
+        warnings.warn("JSON Schema keys that are no keyword, ignored as annotations (as validators do): " + "; ".join(
+            f"#{p} {k!r} (did you mean {m!r}?)" for (p, k), m in gen.near_misses.items()), SchemaKeywordWarning,
+            stacklevel=2)
     if gen.dropped:
         warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
                       + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=2)

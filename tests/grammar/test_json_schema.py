@@ -524,6 +524,23 @@ def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
     agree_with_jsonschema(schema, values)
 
 
+def test_a_key_close_to_a_keyword_is_ignored_with_a_warning():
+    """A misspelt keyword (``maxLenght``) is an annotation, as validators read it (it constrains nothing),
+    and gad says so, naming the pointer and the keyword meant; a key switched off on purpose with a
+    leading underscore (``_format``, as MaskBench writes them) and an extension (``x-...``) are quiet."""
+    from gad.errors import SchemaKeywordWarning
+
+    s = {"type": "object", "properties": {"a": {"type": "string", "maxLenght": 3, "_format": "email",
+                                                "x-max": 1, "markdownDescription": "m"}}}
+    with pytest.warns(SchemaKeywordWarning) as ws:
+        c = Checker(s)
+    assert [str(w.message).split(": ", 1)[1] for w in ws] == ["#/properties/a 'maxLenght' (did you mean 'maxLength'?)"]
+    assert c.accepts('{"a":"abcdef"}') and oracle(s, {"a": "abcdef"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Checker({"type": "string", "_format": "email", "x-maxLength": 3})
+
+
 def test_multiple_of_compiles_exactly_where_documented():
     """docs/schema.md lists the a in 1-100 whose unbounded ``multipleOf`` gad writes as one terminal;
     every other a is refused at the keyword (never dropped silently), and the listed ones are exact."""
