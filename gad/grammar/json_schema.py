@@ -110,6 +110,7 @@ per value position; key terminals are disjoint literals plus the complement of t
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -1214,9 +1215,9 @@ class _Gen:
             if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
                 if kw not in _KEYWORDS and kw not in _ANNOTATIONS and not kw.startswith(("_", "x-")):
                     # (a key switched off on purpose, "_format", or an extension, "x-maxLength", is quiet)
-                    near = difflib.get_close_matches(kw, _KEYWORDS - _DRAFT3_KEYWORDS, n=1, cutoff=0.85)
-                    if near:
-                        self.near_misses.setdefault((ptr, kw), near[0])
+                    near = _near_keyword(kw)
+                    if near is not None:
+                        self.near_misses.setdefault((ptr, kw), near)
                 continue
             if kw == "const":
                 kw, v = "enum", [v]
@@ -2867,6 +2868,13 @@ def _unflatten(flat: dict) -> Any:
     if flat["_unions"]:
         out["allOf"] = [{"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _near_keyword(key: str) -> str | None:
+    """The keyword ``key`` is likely a misspelling of (difflib's ratio >= 0.85), or None."""
+    near = difflib.get_close_matches(key, _KEYWORDS - _DRAFT3_KEYWORDS, n=1, cutoff=0.85)
+    return near[0] if near else None
 
 
 def _not_schema(n: Any) -> Any:
