@@ -139,6 +139,7 @@ def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
     files = sorted(data.glob("*.json"))[::step]
     ttfm: dict[str, list[float]] = {w: [] for w in pkgs}
     per_mask: dict[str, list[float]] = {w: [] for w in pkgs}
+    by_file: dict[str, dict[int, tuple[float, list[float]]]] = {w: {} for w in pkgs}  # file -> (ttfm, masks)
     clock = time.perf_counter
     for i, f in enumerate(files):
         d = json.loads(f.read_text())
@@ -158,18 +159,29 @@ def bench_schema(data: Path, step: int, pkgs: dict[str, Any], tok: Any) -> None:
             except Exception:  # noqa: BLE001 - a refused schema is a coverage miss, as in bench_schema.py
                 continue
             ttfm[who].append((clock() - t0) * 1e3)
+            mine: list[float] = []
             for ids in toks:
                 m = cg.matcher()
                 for t in ids:
                     a = clock()
                     mask(m)
-                    per_mask[who].append((clock() - a) * 1e6)
+                    mine.append((clock() - a) * 1e6)
                     if not m.accept_token(t):
                         break
+            per_mask[who].extend(mine)
+            by_file[who][i] = (ttfm[who][-1], mine)
     for who in pkgs:
         print(f"schema masks {who:3s}  {summary(per_mask[who])}")
         a = np.asarray(ttfm[who])
         print(f"schema ttfm  {who:3s}  n {a.size}  p50 {np.percentile(a, 50):.1f}  p99 {np.percentile(a, 99):.0f} ms")
+    common = sorted(set.intersection(*(set(by_file[w]) for w in pkgs)))
+    if any(len(by_file[w]) != len(common) for w in pkgs):  # (one compiles schemas the other refuses)
+        print(f"on the {len(common)} schemas both compile:")
+        for who in pkgs:
+            masks = [x for i in common for x in by_file[who][i][1]]
+            a = np.asarray([by_file[who][i][0] for i in common])
+            print(f"schema masks {who:3s}  {summary(masks)}")
+            print(f"schema ttfm  {who:3s}  n {a.size}  p50 {np.percentile(a, 50):.1f}  p99 {np.percentile(a, 99):.0f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
