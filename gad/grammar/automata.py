@@ -442,6 +442,64 @@ def meet_parts(regexp: str) -> list[str] | None:
     return parts
 
 
+_REPEAT = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")  # {m}, {m,}, {m,n}, {,n} (Python's repeat counts)
+_GROUP_TAGS = (("(?=", "a lookahead"), ("(?!", "a negative lookahead"), ("(?<=", "a lookbehind"),
+               ("(?<!", "a negative lookbehind"), ("(?P=", "a back-reference"), ("(?>", "an atomic group"),
+               ("(?(", "a conditional group"))
+
+
+def unsupported_feature(regexp: str) -> str | None:
+    """Name the first construct of ``regexp`` that no automaton gad builds reads as Python's ``re`` does
+    (a lookaround, back-reference, anchor, atomic group, conditional, or possessive quantifier such as
+    ``a*+``, which interegular would read as ``(a*)+``), or None.  A lookahead intersection of JSON
+    strings (:func:`meet_parts`) is read exactly: its parts are checked instead."""
+    parts = meet_parts(regexp)
+    if parts is not None:
+        return next((bad for bad in map(unsupported_feature, parts) if bad), None)
+    i, n, in_class, after_quant = 0, len(regexp), False, False
+    while i < n:
+        c = regexp[i]
+        quant = False
+        if c == "\\":
+            nxt = regexp[i + 1:i + 2]
+            if not in_class:
+                if nxt in "123456789" and nxt:
+                    return "a back-reference"
+                if nxt in ("b", "B", "A", "Z", "z", "G"):
+                    return f"the anchor \\{nxt}"
+            i += 2
+            after_quant = False
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if regexp[i + 1:i + 2] == "^":
+                i += 1
+            if regexp[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            for tag, what in _GROUP_TAGS:
+                if regexp.startswith(tag, i):
+                    return what
+            if regexp.startswith("(?", i):
+                i += 1  # (the group's "?" is no quantifier)
+        elif c in "^$":
+            return f"the anchor {c}"
+        elif c == "+" and after_quant:
+            return "a possessive quantifier"
+        elif c in "*+?":
+            quant = not (c == "?" and after_quant)  # (a lazy "?" ends the quantifier)
+        elif c == "{":
+            m = _REPEAT.match(regexp, i)  # (a repeat count; any other "{" is a literal brace)
+            if m is not None:
+                i, quant = m.end() - 1, True
+        after_quant = quant
+        i += 1
+    return None
+
+
 def _meet_fsm(parts: list[str], max_states: int) -> interegular.FSM:
     """The intersection of the terminals ``parts`` (:func:`meet_parts`), each checked to spell only JSON
     strings.

@@ -137,6 +137,7 @@ from gad.errors import (
     UnsupportedSchemaError,
 )
 from gad.grammar.automata import (
+    MAX_CONTEXT_STATES,
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
@@ -147,7 +148,6 @@ from gad.grammar.automata import (
     greedy_regex,
     int_range_of,
     int_range_union,
-    literal_text,
     minimize,
     note_int_range,
     regex_fsm,
@@ -805,32 +805,31 @@ _OPAQUE = (_Chunked, _Meet)  # string parts that unions cannot merge as regex te
 
 # An enum's strings whose one terminal would be over gad's budgets for a terminal (characters of its
 # regex, automaton states) are spelled by several terminals, each a run of the sorted strings kept
-# under both with a margin; a lexer context holds all of them (8 x 8,000 states, x 3 bytes per
-# character at worst, stays under automata.MAX_CONTEXT_STATES).
+# under both with a margin; a lexer context holds all of them, so their byte-level tries together
+# stay under automata.MAX_CONTEXT_STATES (with a margin).
 _WORD_CHUNK_CHARS = MAX_REGEX_CHARS * 4 // 5
 _WORD_CHUNK_STATES = MAX_TERMINAL_STATES * 4 // 5
 _MAX_WORD_CHUNKS = 8
+_MAX_WORD_BYTES = MAX_CONTEXT_STATES * 3 // 4  # the runs' byte-level trie states together (emoji: 4 bytes each)
 
 
-def _word_chunks(strs: list[str]) -> list[list[str]] | None:
-    """``strs`` (distinct string contents, regex-escaped as :func:`_rx_lit` writes them) cut into runs,
-    in the order of the strings they spell, whose terminal ``"(?:a|b|...)"`` has at most
-    :data:`_WORD_CHUNK_CHARS` characters and a trie of at most :data:`_WORD_CHUNK_STATES` states (the
-    root, the opening quote, each string's characters past its common prefix with the one before it,
-    and its closing quote), or is one string alone; None when one string alone is over gad's budgets
-    for a terminal (:data:`MAX_REGEX_CHARS`, :data:`MAX_TERMINAL_STATES`).
+def _word_chunks(strs: list[tuple[str, str]]) -> list[list[str]] | None:
+    """``strs`` (distinct strings: each one's spelling inside its quotes and that spelling regex-escaped
+    as :func:`_rx_lit` writes it) cut into runs, in the order of their spellings, whose terminal
+    ``"(?:a|b|...)"`` has at most :data:`_WORD_CHUNK_CHARS` characters and a trie of at most
+    :data:`_WORD_CHUNK_STATES` states (the root, the opening quote, each string's characters past its
+    common prefix with the one before it, and its closing quote), or is one string alone; None when
+    one string alone is over gad's budgets for a terminal (:data:`MAX_REGEX_CHARS`,
+    :data:`MAX_TERMINAL_STATES`), or when the runs' byte-level tries together are over
+    :data:`_MAX_WORD_BYTES` states (one lexer context holds them all).
 
     The terminals spell disjoint sets of complete quoted strings, none a prefix of another's (each
     ends at its closing quote), so exactly one of them matches a value and the lexer never chooses."""
-    words = []
-    for e in strs:
-        w = literal_text(e)
-        assert w is not None, e  # (an escaped literal)
-        words.append((w, e))
-    words.sort()
+    words = sorted(strs)
     chunks: list[list[str]] = []
     cur: list[str] = []
     chars = states = 0
+    total_bytes = 0
     prev = ""
     for w, e in words:
         lcp = 0
@@ -838,6 +837,9 @@ def _word_chunks(strs: list[str]) -> list[list[str]] | None:
             n = min(len(w), len(prev))
             while lcp < n and w[lcp] == prev[lcp]:
                 lcp += 1
+        total_bytes += len(w[lcp:].encode("utf-8")) + 1
+        if total_bytes > _MAX_WORD_BYTES:
+            return None
         add_chars, add_states = len(e) + 1, len(w) - lcp + 1
         if cur and (chars + add_chars > _WORD_CHUNK_CHARS or states + add_states > _WORD_CHUNK_STATES):
             chunks.append(cur)
@@ -1205,6 +1207,8 @@ class _Gen:
                 if present is not False:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
+        if "not" in rest and "not" not in type(self.validator).VALIDATORS:
+            rest.pop("not")  # (draft-03 has no "not": an annotation, as its validators read it)
         if "not" in rest:
             neg = _not_schema(rest["not"])
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
@@ -1841,6 +1845,7 @@ class _Gen:
         refused at ``kw_ptr`` (``lenient``: any string)."""
         p = _Parts()
         strs: list[str] = []
+        spellings: dict[str, str] = {}  # a string's escaped content -> its spelling (json.dumps, unquoted)
         nums: list[str] = []
         objs: list[Any] = []
         arrs: list[Any] = []
@@ -1852,7 +1857,9 @@ class _Gen:
             elif x is None:
                 p.lits.add("null")
             elif isinstance(x, str):
-                strs.append(_rx_lit(json.dumps(x, ensure_ascii=False)[1:-1]))
+                spelled = json.dumps(x, ensure_ascii=False)[1:-1]
+                strs.append(_rx_lit(spelled))
+                spellings.setdefault(strs[-1], spelled)
             elif isinstance(x, (int, float)):
                 if isinstance(x, float) and not math.isfinite(x):
                     continue
@@ -1872,10 +1879,11 @@ class _Gen:
             uniq = list(dict.fromkeys(strs))
             p.string = "(?:" + "|".join(uniq) + ")"
             if len(p.string) + 2 > _WORD_CHUNK_STATES:  # (under it, one terminal is within both budgets)
-                chunks = _word_chunks(uniq)
+                chunks = _word_chunks([(spellings[e], e) for e in uniq])
                 if chunks is None or len(chunks) > _MAX_WORD_CHUNKS:
-                    why = (f"one of its strings (enum / const) is over gad's budgets for one terminal "
-                           f"({MAX_TERMINAL_STATES:,} automaton states, {MAX_REGEX_CHARS:,} characters)"
+                    why = (f"its strings need more than {_MAX_WORD_BYTES:,} lexer states together, or one of "
+                           f"them (enum / const) is over gad's budgets for one terminal ({MAX_TERMINAL_STATES:,} "
+                           f"automaton states, {MAX_REGEX_CHARS:,} characters)"
                            if chunks is None else
                            f"its strings need more than {_MAX_WORD_CHUNKS} terminals of {_WORD_CHUNK_STATES:,} "
                            f"automaton states and {_WORD_CHUNK_CHARS:,} characters (gad's budget for one lexer "

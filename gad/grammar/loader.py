@@ -55,8 +55,8 @@ from gad.grammar.automata import (
     MAX_TERMINAL_STATES,
     AutomatonTooLarge,
     clip,
-    meet_parts,
     regex_fsm,
+    unsupported_feature,
 )
 from gad.grammar.lalr_sets import lark_uses_fast_sets
 from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
@@ -602,14 +602,13 @@ class Grammar:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
                     "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
-            # (a literal's regexp is re.escape'd text; a lookahead intersection of JSON strings,
-            # meet_parts, is read exactly: regex_fsm checks it)
-            bad = None if isinstance(t.pattern, PatternStr) or meet_parts(regexp) is not None \
-                else _unsupported_regex_feature(regexp)
+            # (a literal's regexp is re.escape'd text)
+            bad = None if isinstance(t.pattern, PatternStr) else unsupported_feature(regexp)
             if bad:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "
-                    "(lookarounds, back-references and anchors are not supported)",
+                    "(lookarounds, back-references, anchors, atomic groups and possessive quantifiers are not "
+                    "supported)",
                     **self._err_pos(t.name, source_text, positions))
             if isinstance(t.pattern, PatternStr) and not t.pattern.flags and 0 < len(t.pattern.value) < MAX_TERMINAL_STATES:
                 fsms[t.name] = None  # (a literal: a chain of len + 1 states, not empty; none built)
@@ -665,41 +664,6 @@ def _fsm_empty(f: Any) -> bool:
         _EMPTY.clear()
     _EMPTY[id(f)] = (f, empty)
     return empty
-
-
-def _unsupported_regex_feature(regexp: str) -> str | None:
-    """Name the first lookaround / back-reference / anchor in ``regexp`` (None if it has none)."""
-    i, n, in_class = 0, len(regexp), False
-    while i < n:
-        c = regexp[i]
-        if c == "\\":
-            nxt = regexp[i + 1:i + 2]
-            if not in_class:
-                if nxt in "123456789" and nxt:
-                    return "a back-reference"
-                if nxt in ("b", "B", "A", "Z", "z", "G"):
-                    return f"the anchor \\{nxt}"
-            i += 2
-            continue
-        if in_class:
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            if regexp[i + 1:i + 2] == "^":
-                i += 1
-            if regexp[i + 1:i + 2] == "]":
-                i += 1
-        elif c == "(":
-            for tag, what in (("(?=", "a lookahead"), ("(?!", "a negative lookahead"),
-                              ("(?<=", "a lookbehind"), ("(?<!", "a negative lookbehind"),
-                              ("(?P=", "a back-reference")):
-                if regexp.startswith(tag, i):
-                    return what
-        elif c in "^$":
-            return f"the anchor {c}"
-        i += 1
-    return None
 
 
 _DEFINITION = re.compile(r"^[ \t]*[?!]?\w+(?:\.-?\d+)?[ \t]*:(?!:)", re.M)

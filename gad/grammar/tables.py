@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lark.grammar import Rule
-from lark.lexer import TerminalDef
+from lark.lexer import PatternStr, TerminalDef
 from lark.parsers.lalr_analysis import IntParseTable
 
 from gad.errors import UnsupportedGrammarError
+from gad.grammar.automata import clip, unsupported_feature
 from gad.grammar.lalr_table import lalr_table
 
 
@@ -37,7 +38,9 @@ def lexer_order(t: TerminalDef) -> tuple[int, int, int, str]:
 
 # Lark's global regex flags (``g_regex_flags``, applied by its scanner to every terminal) as the
 # pattern flags a terminal carries itself (``/.../i``): gad's automata read a terminal's own flags
-_GLOBAL_FLAG_LETTERS = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x", re.UNICODE: "u"}
+# (re.UNICODE is what a str pattern has anyway, and re.MULTILINE changes only ^ and $, which gad refuses
+# in a terminal: neither adds a letter)
+_GLOBAL_FLAG_LETTERS = {re.IGNORECASE: "i", re.MULTILINE: "", re.DOTALL: "s", re.VERBOSE: "x", re.UNICODE: ""}
 
 
 def _with_global_flags(terminals: list[TerminalDef], g_regex_flags: int) -> list[TerminalDef]:
@@ -52,9 +55,9 @@ def _with_global_flags(terminals: list[TerminalDef], g_regex_flags: int) -> list
     rest = g_regex_flags & ~sum(_GLOBAL_FLAG_LETTERS)
     if rest:
         raise UnsupportedGrammarError(f"Lark's g_regex_flags {re.RegexFlag(rest)!r} are not supported by gad's lexer "
-                                      "(supported: re.IGNORECASE, re.DOTALL, re.UNICODE; or write flags on the "
-                                      "terminals, /.../i)")
-    if not letters.strip("u"):
+                                      "(supported: re.IGNORECASE, re.DOTALL, re.MULTILINE, re.UNICODE; or write flags "
+                                      "on the terminals, /.../i)")
+    if not letters:
         return terminals
     return [TerminalDef(t.name, type(t.pattern)(t.pattern.value, frozenset(t.pattern.flags) | set(letters),
                                                  t.pattern.raw), t.priority) for t in terminals]
@@ -97,6 +100,11 @@ class ParserTables:
         root = getattr(lark_obj.parser.lexer, "root_lexer", None)
         flags = getattr(root, "g_regex_flags", 0) if root is not None else 0
         own = _with_global_flags(list(lark_obj.terminals), flags)
+        for t in own:  # (a grammar gad loads is checked so by its loader; a lark.Lark object is checked here)
+            bad = None if isinstance(t.pattern, PatternStr) else unsupported_feature(t.pattern.to_regexp())
+            if bad:
+                raise UnsupportedGrammarError(f"terminal {t.name} /{clip(t.pattern.to_regexp())}/ uses {bad}, which "
+                                              "a DFA cannot express as Python's re reads it")
         by_name = {t.name: t for t in own}
         lists: dict[int, list[TerminalDef]] = {}  # one list per BasicLexer (Lark shares them between states)
         contexts = {state: lists.setdefault(id(bl), [by_name.get(t.name, t) for t in bl.terminals])

@@ -315,13 +315,18 @@ def test_lark_parsers_of_one_text_with_other_flags_do_not_share_a_cache(tmp_path
             m = cg.matcher()
             assert (m.accept_bytes(s.encode()) and m.is_accepting()) is want, (p.options.g_regex_flags, s)
     assert len(list((tmp_path / "compiled").glob("*.npz"))) == 2
+    for flags in (re.I | re.U, re.M, re.U | re.S):  # (re.U is a str pattern's default; re.M moves only ^ $)
+        p = lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=flags)
+        m = gad.compile(p, vocab, cache_dir=False).matcher()
+        assert (m.accept_bytes(b"ABX") and m.is_accepting()) is bool(flags & re.I)
     with pytest.raises(UnsupportedGrammarError, match="g_regex_flags"):
         gad.compile(lark.Lark(text, parser="lalr", lexer="contextual", g_regex_flags=re.A), vocab, cache_dir=False)
 
 
 def test_lark_parser_with_a_postlexer_or_bytes_is_refused_by_name() -> None:
     """A postlexer (an Indenter) inserts tokens that are not in the text: refused, saying so (it was
-    refused as if the lexer were not contextual); so is a parser matching bytes (``use_bytes``)."""
+    refused as if the lexer were not contextual); so are lexer callbacks and a parser matching bytes
+    (``use_bytes``)."""
     import lark
     from lark.indenter import Indenter
 
@@ -336,6 +341,10 @@ def test_lark_parser_with_a_postlexer_or_bytes_is_refused_by_name() -> None:
     p = lark.Lark(text, parser="lalr", postlex=TreeIndenter())
     assert p.parse("a\n b\n")
     with pytest.raises(InvalidArgumentError, match="postlex"):
+        gad.compile(p, _vocab(), cache_dir=False)
+    # lexer_callbacks may retype tokens (a keyword out of a name): nothing over the text knows it
+    p = lark.Lark('start: NAME | "kw" NAME\nNAME: /[a-z]+/\n', parser="lalr", lexer_callbacks={"NAME": lambda t: t})
+    with pytest.raises(InvalidArgumentError, match="lexer_callbacks"):
         gad.compile(p, _vocab(), cache_dir=False)
     # use_bytes: Lark's '.' reads one byte, gad's one character (it accepted "aéb", which Lark refuses)
     p = lark.Lark("start: /a.b/\n", parser="lalr", use_bytes=True)

@@ -187,3 +187,33 @@ def test_syntax_error_states_its_position_once() -> None:
     with pytest.raises(GrammarSyntaxError) as ei:
         Grammar.from_string('start: ("a"\n')
     assert str(ei.value).startswith("<string>:1:12: syntax error") and "at line" not in str(ei.value)
+
+
+# --- regex constructs a DFA would read otherwise than Python's re -------------------------------
+@pytest.mark.parametrize("regexp,what", [
+    ("a*+a", "a possessive quantifier"), ("ba?+", "a possessive quantifier"), ("a{2}+", "a possessive quantifier"),
+    ("ba{,3}+", "a possessive quantifier"), ("(?>ab|a)b", "an atomic group"), ("(a)?(?(1)b|c)", "a conditional group"),
+    ("a(?=b)", "a lookahead"), ('"(?=[ab]*")a*+a"', "a possessive quantifier"),  # (inside a lookahead intersection)
+    ("a+?", None), ("[+*]+", None), ("\\++", None), ("x}+", None), ("\\{[a-z]+}+", None), ("(?i:a)+", None),
+    ('"(?=[ab]*")a*a"', None),
+])
+def test_constructs_no_dfa_reads_as_re_does_are_named(regexp: str, what: str | None) -> None:
+    """interegular reads ``a*+`` (possessive in Python 3.11) as ``(a*)+``: such terminals are refused by
+    name, in a grammar gad loads and in a ``lark.Lark`` object alike; the rest are read exactly."""
+    import lark
+
+    from gad.grammar.automata import unsupported_feature
+
+    assert unsupported_feature(regexp) == what
+    text = f"start: A\nA: /{regexp}/\n"
+    if what is None:
+        Grammar.from_string(text)
+        return
+    with pytest.raises(UnsupportedGrammarError, match=what):
+        Grammar.from_string(text)
+    try:
+        parser = lark.Lark(text, parser="lalr")
+    except Exception:  # noqa: BLE001 - Lark itself refuses some (its width check)
+        return
+    with pytest.raises(UnsupportedGrammarError, match=what):
+        gad.compile(parser, Vocabulary.from_strings(["a", "b", '"']), cache_dir=False)

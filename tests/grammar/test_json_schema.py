@@ -502,6 +502,17 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
     for v in probes + rng.sample(names, 20):
         assert c.accepts_value({"city": v}) is oracle(s, {"city": v}), v
     assert not c.accepts('{"city":"' + names[3] + '","x":1}')
+    # the empty string and U+007F (which the escaped alternation writes \x7f) among them
+    odd = {"type": "object", "properties": {"city": {"enum": names + ["", "a\x7fb"]}}, "required": ["city"]}
+    c = Checker(odd)
+    for v in ["", "a\x7fb", "a\x7f", names[5], "zz"]:
+        assert c.accepts_value({"city": v}) is oracle(odd, {"city": v}), v
+    # emoji are 4 bytes each: refused at the enum by the lexer context's budget, not late by the grammar
+    pick = random.Random(3)
+    emoji = sorted({"".join(chr(0x1F300 + pick.randrange(700)) for _ in range(5)) for _ in range(13_000)})
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"properties": {"e": {"enum": emoji}}})
+    assert (e.value.pointer, e.value.keyword) == ("/properties/e", "enum")
     huge = {"type": "object", "properties": {"city": {"enum": [f"{i:07d}-{i * 7919 % 10 ** 7:07d}" for i in range(12_000)]},
                                              "n": {"type": "integer"}}}
     lenient = _refused_then_dropped(huge, "/properties/city", "enum")
@@ -518,10 +529,13 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
 ])
 def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
     """``not`` of a ``type`` (the other types) or of ``required`` of one name (an object without it; a
-    value that is not an object fails such a ``not``) is rewritten, not refused."""
+    value that is not an object fails such a ``not``) is rewritten, not refused; under draft-03, which
+    has no ``not``, it is an annotation, as its validators read it."""
     values = [None, 0, 1, 1.5, -2, "x", "", True, False, [], [1], {}, {"image": "a"}, {"image": 1}, {"n": 1},
               {"image": None, "n": 2}, {"image": [1]}, {"x": None}]
     agree_with_jsonschema(schema, values)
+    if isinstance(schema, dict) and not isinstance(schema.get("required"), list):  # (draft-03's is a boolean)
+        agree_with_jsonschema({"$schema": "http://json-schema.org/draft-03/schema#", **schema}, values)
 
 
 def test_a_key_close_to_a_keyword_is_ignored_with_a_warning():

@@ -109,8 +109,11 @@ def test_cli_flags_map_to_method_options() -> None:
     assert cli_sample.method_options(a, get_method("mcmc")) == {"steps": 3, "move": "priority",
                                                                 "trie_cache": False}
     a = p.parse_args(base + ["--method", "rs", "--particles", "3"])
-    with pytest.raises(InvalidArgumentError, match="smc options"):
+    with pytest.raises(InvalidArgumentError, match="--particles: options of other methods; --method rs"):
         cli_sample.method_options(a, get_method("rs"))
+    a = p.parse_args(base + ["--method", "gcd", "--steps", "3", "--draws"])  # (every method's flags are checked)
+    with pytest.raises(InvalidArgumentError, match="--draws / --steps: options of other methods; --method gcd"):
+        cli_sample.method_options(a, get_method("gcd"))
     helptext = p.format_help()
     for flag in ("--max-proposals", "--particles", "--ess-threshold", "--steps", "--move", "--no-trie-cache"):
         assert flag in helptext
