@@ -292,10 +292,8 @@ def method_options(args: argparse.Namespace, method: Any) -> dict[str, Any]:
     Raises:
         InvalidArgumentError: a flag of another method set (away from its default): it would do nothing.
     """
-    flags = {"max_proposals": getattr(args, "max_proposals", None), "particles": getattr(args, "particles", None),
-             "ess_threshold": getattr(args, "ess_threshold", 0.5), "proposal": getattr(args, "proposal", "gcd"),
-             "draws": bool(getattr(args, "draws", False)), "steps": getattr(args, "steps", 10),
-             "move": getattr(args, "move", "uniform"), "trie_cache": not getattr(args, "no_trie_cache", False)}
+    flags = {k: getattr(args, flag[2:].replace("-", "_"), default) for k, (flag, default) in _METHOD_FLAGS.items()}
+    flags["trie_cache"] = not getattr(args, "no_trie_cache", False)  # (the one flag that turns its option off)
     ignored = [flag for k, (flag, default) in _METHOD_FLAGS.items() if flags[k] != default and k not in method.options]
     if ignored:
         raise InvalidArgumentError(f"{' / '.join(ignored)}: options of other methods; --method {method.name} would "

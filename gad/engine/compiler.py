@@ -1957,15 +1957,16 @@ def _tables(obj: Any, start: str) -> ParserTables:
         InvalidArgumentError: ``obj`` is not an LALR parser with a contextual lexer."""
     if isinstance(obj, ParserTables):
         return obj
-    if getattr(getattr(obj, "options", None), "use_bytes", False):
+    opts = getattr(obj, "options", None)
+    if getattr(opts, "use_bytes", False):
         raise InvalidArgumentError("gad cannot read a Lark grammar built with use_bytes=True: Lark then matches "
                                    "terminals on bytes ('.' is one byte), gad on UTF-8 characters; build it "
                                    "without use_bytes")
-    if getattr(getattr(obj, "options", None), "lexer_callbacks", None):
+    if getattr(opts, "lexer_callbacks", None):
         raise InvalidArgumentError("gad cannot read a Lark grammar with lexer_callbacks: a callback may change a "
                                    "token's type, which no automaton over the text knows; build the parser for "
                                    "gad without them")
-    if getattr(getattr(obj, "options", None), "postlex", None) is not None:
+    if getattr(opts, "postlex", None) is not None:
         raise InvalidArgumentError("gad cannot read a Lark grammar with a postlexer (postlex=, e.g. an Indenter): "
                                    "the tokens it inserts are not in the text, so no automaton over the text "
                                    "gives the parser's terminals")
