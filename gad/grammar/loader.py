@@ -56,11 +56,10 @@ from gad.grammar.automata import (
     AutomatonTooLarge,
     clip,
     regex_fsm,
-    unsupported_feature,
 )
 from gad.grammar.lalr_sets import lark_uses_fast_sets
 from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
-from gad.grammar.tables import ParserTables
+from gad.grammar.tables import ParserTables, terminal_feature
 
 __all__ = ["Grammar"]
 
@@ -602,8 +601,7 @@ class Grammar:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ is longer than gad's limit of {MAX_REGEX_CHARS:,} "
                     "characters for one regular expression", **self._err_pos(t.name, source_text, positions))
-            # (a literal's regexp is re.escape'd text)
-            bad = None if isinstance(t.pattern, PatternStr) else unsupported_feature(regexp)
+            bad = terminal_feature(t)
             if bad:
                 raise UnsupportedGrammarError(
                     f"terminal {t.name} /{clip(regexp)}/ uses {bad}, which a DFA cannot express exactly "

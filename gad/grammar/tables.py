@@ -63,6 +63,12 @@ def _with_global_flags(terminals: list[TerminalDef], g_regex_flags: int) -> list
                                                  t.pattern.raw), t.priority) for t in terminals]
 
 
+def terminal_feature(t: TerminalDef) -> str | None:
+    """:func:`gad.grammar.automata.unsupported_feature` of terminal ``t``'s regexp; None for a string
+    literal (its regexp is ``re.escape``'d text)."""
+    return None if isinstance(t.pattern, PatternStr) else unsupported_feature(t.pattern.to_regexp())
+
+
 @dataclass(frozen=True)
 class ParserTables:
     """An LALR(1) grammar as gad's engine reads it.
@@ -101,7 +107,7 @@ class ParserTables:
         flags = getattr(root, "g_regex_flags", 0) if root is not None else 0
         own = _with_global_flags(list(lark_obj.terminals), flags)
         for t in own:  # (a grammar gad loads is checked so by its loader; a lark.Lark object is checked here)
-            bad = None if isinstance(t.pattern, PatternStr) else unsupported_feature(t.pattern.to_regexp())
+            bad = terminal_feature(t)
             if bad:
                 raise UnsupportedGrammarError(f"terminal {t.name} /{clip(t.pattern.to_regexp())}/ uses {bad}, which "
                                               "a DFA cannot express as Python's re reads it")
