@@ -89,6 +89,12 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
   ``x-...`` extensions and any keyword no draft defines: validators ignore them).
+* each draft reads its own keywords: one the schema's draft (its ``$schema``; 2020-12 when absent)
+  does not define is an annotation there, as that draft's ``jsonschema`` validator reads it (draft-03
+  has no ``anyOf`` / ``allOf`` / ``oneOf`` / ``not`` / ``const`` / ``multipleOf``, draft-04 no
+  ``const``, draft-07 no ``dependentRequired``, 2020-12 no ``dependencies``); draft-03's
+  ``"required": true`` inside a property's schema and its one-name ``dependencies`` are read as
+  draft-03 says (:meth:`_Gen.own_keywords`).
 
 Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
 use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
@@ -733,9 +739,14 @@ def _item_shape(d: Any) -> tuple[list[Any], Any, str] | None:
     return None
 
 
+class _Internal(dict[str, Any]):
+    """A schema gad writes itself (a union branch, a meet): its keywords are gad's (2020-12's), read
+    whatever the document's draft; the user's subschemas inside it are read under their draft."""
+
+
 def _schema_meet(x: Any, y: Any) -> Any:
     """The schema of both ``x`` and ``y`` (``true`` is the unit)."""
-    return x if y is True else y if x is True else {"allOf": [x, y]}
+    return x if y is True else y if x is True else _Internal(allOf=[x, y])
 
 
 def _whole(v: float) -> bool:
@@ -745,6 +756,25 @@ def _whole(v: float) -> bool:
 
 def _is_annotation(kw: str) -> bool:
     return kw in _ANNOTATIONS or kw not in _KEYWORDS
+
+
+#: keywords a draft's validator reads inside another keyword (``then`` / ``else`` inside ``if``,
+#: ``minContains`` / ``maxContains`` inside ``contains`` from 2019-09 on, the boolean exclusive
+#: bounds of drafts 03/04 inside ``minimum`` / ``maximum``), with the keyword that reads each
+_MODIFIERS = {"then": "if", "else": "if", "minContains": "unevaluatedItems", "maxContains": "unevaluatedItems",
+              "exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
+
+
+@functools.lru_cache(maxsize=16)
+def _draft_keywords(cls: Any) -> frozenset[str]:
+    """The keywords of :data:`_KEYWORDS` that the draft of validator class ``cls`` defines: its
+    ``VALIDATORS`` and the modifiers those read (:data:`_MODIFIERS`; ``unevaluatedItems`` marks
+    2019-09 and later, where ``minContains`` exists).  Any other keyword is an annotation under that
+    draft, as its validator reads it: e.g. draft-03 has no ``anyOf`` / ``not`` / ``const``, draft-07
+    no ``dependentRequired``, 2020-12 no ``dependencies`` / ``additionalItems``."""
+    defined = set(getattr(cls, "VALIDATORS", {})) or set(_KEYWORDS)
+    defined |= {kw for kw, host in _MODIFIERS.items() if host in defined}
+    return frozenset(_KEYWORDS & defined)
 
 
 _UNSUPPORTED = {  # keyword -> kinds it constrains (None: every kind)
@@ -1061,6 +1091,18 @@ class _Gen:
                                      pointer="/" + where if where else "") from None
         except Exception as e:  # noqa: BLE001 - jsonschema raises several types for odd roots
             raise InvalidSchemaError(f"cannot build a validator for the schema: {e}") from None
+        self.draft_class: Any = cls
+        self.keywords = _draft_keywords(cls)
+        self._gad_validator: Any = None
+
+    def flat_validator(self, flat: dict) -> Any:
+        """A ``jsonschema`` validator of the flattened schema ``flat`` (its keywords read as gad reads
+        them, the user's subschemas inside it under their own draft)."""
+        if self.draft_class is jsonschema.Draft202012Validator:
+            return self.validator.evolve(schema=_unflatten(flat))
+        if self._gad_validator is None:
+            self._gad_validator = _gad_validator_class(self.draft_class)(self.root, format_checker=format_checker())
+        return self._gad_validator.evolve(schema=_gad_spelled(_unflatten(flat)))
 
     # ------------------------------------------------------------------------ bookkeeping
     def fresh(self, prefix: str) -> str:
@@ -1141,6 +1183,19 @@ class _Gen:
                 return
 
     # ------------------------------------------------------------------------ flattening
+    def own_keywords(self, node: dict) -> dict:
+        """``node``'s keywords as gad reads them (2020-12's spellings), under the document's draft: a
+        keyword the draft does not define is an annotation (:func:`_draft_keywords`), and draft-03's
+        ``"required": true`` inside a property's schema and one-name ``dependencies`` are rewritten."""
+        rest = {k: v for k, v in node.items() if not (k in _KEYWORDS and k not in self.keywords)}
+        if self.draft3 and isinstance(rest.get("properties"), dict):
+            names = [k for k, sub in rest["properties"].items() if isinstance(sub, dict) and sub.get("required") is True]
+            if names:
+                rest["required"] = names
+        if self.draft3 and isinstance(rest.get("dependencies"), dict):
+            rest["dependencies"] = {k: [d] if isinstance(d, str) else d for k, d in rest["dependencies"].items()}
+        return rest
+
     def flatten(self, node: Any, ptr: str, depth: int = 0) -> Any:
         """Resolve $ref / allOf into one dict: {kw: value}, '_ptr': {kw: ptr}, '_unions': [...]."""
         if depth > 64:
@@ -1155,7 +1210,7 @@ class _Gen:
             raise InvalidSchemaError(f"a schema must be an object or a boolean, got {type(node).__name__}",
                                      pointer=ptr)
         flat: Any = {"_ptr": {}, "_unions": []}
-        rest = dict(node)
+        rest = dict(node) if isinstance(node, _Internal) else self.own_keywords(node)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), ptr)
             sub = self.flatten(target, tptr, depth + 1)
@@ -1175,15 +1230,15 @@ class _Gen:
         for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
             # {A: [B, ...]} / {A: S}: A absent, or A present with B ... required / S (an anyOf)
             deps = rest.pop(kw, None)
-            if not isinstance(deps, dict) or flat is _FALSE or kw not in type(self.validator).VALIDATORS:
-                continue  # (a keyword of another draft than the schema's: an annotation, as validators say)
+            if not isinstance(deps, dict) or flat is _FALSE:
+                continue
             if len(deps) > _MAX_DEPENDENCIES:
                 self.unsupported(ptr, kw, f"{len(deps)} dependencies make a union of 2^{len(deps)} branches "
                                           f"(gad's limit: {_MAX_DEPENDENCIES})")
                 continue
             for a, dep in deps.items():
                 dptr = _ptr_join(ptr, kw, a)
-                present: Any = {"required": [a]}
+                present: Any = _Internal(required=[a])
                 if isinstance(dep, list):
                     if kw == "dependentSchemas":
                         raise InvalidSchemaError("dependentSchemas values must be schemas", pointer=dptr)
@@ -1201,14 +1256,12 @@ class _Gen:
                     if dep is False:
                         present = False
                     elif isinstance(dep, dict):
-                        present = dict(dep)
+                        present = _Internal(self.own_keywords(dep))
                         present["required"] = [a] + [x for x in dep.get("required", []) if x != a]
-                branches_ = [({"properties": {a: False}}, _ptr_join(ptr, kw))]
+                branches_ = [(_Internal(properties={a: False}), _ptr_join(ptr, kw))]
                 if present is not False:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
-        if "not" in rest and "not" not in type(self.validator).VALIDATORS:
-            rest.pop("not")  # (draft-03 has no "not": an annotation, as its validators read it)
         if "not" in rest:
             neg = _not_schema(rest["not"])
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
@@ -1216,7 +1269,7 @@ class _Gen:
                 flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
-            if _is_annotation(kw) or (kw in _DRAFT3_KEYWORDS and not self.draft3):
+            if _is_annotation(kw):
                 if kw not in _KEYWORDS and kw not in _ANNOTATIONS and not kw.startswith(("_", "x-")):
                     # (a key switched off on purpose, "_format", or an extension, "x-maxLength", is quiet)
                     near = _near_keyword(kw)
@@ -1304,10 +1357,10 @@ class _Gen:
                 props = {}
                 for k in list(pa) + [k for k in pb if k not in pa]:
                     sa, sb = pa.get(k, xa), pb.get(k, xb)
-                    props[k] = sa if sb is True else sb if sa is True else {"allOf": [sa, sb]}
+                    props[k] = _schema_meet(sa, sb)
                 out["properties"] = props
                 if "additionalProperties" in a or "additionalProperties" in b:
-                    out["additionalProperties"] = xa if xb is True else xb if xa is True else {"allOf": [xa, xb]}
+                    out["additionalProperties"] = _schema_meet(xa, xb)
             else:
                 for kw in ("properties", "additionalProperties"):
                     if kw in b:
@@ -1589,7 +1642,7 @@ class _Gen:
                 nested = True
             else:
                 sub = self.branch_schema.get((r, bptr))
-                members.append((r, meta, None if sub is None else self.validator.evolve(schema=_unflatten(sub))))
+                members.append((r, meta, None if sub is None else self.flat_validator(sub)))
         why = self.simple_union_why(members, one_of)
         if why:
             rule, why2 = self.object_product(members, one_of, nested)
@@ -1820,13 +1873,13 @@ class _Gen:
 
     def enum_parts(self, node: Any, flat: dict, ptr: str) -> _Parts:
         values = flat["enum"]
-        schema = node if node is not None else _unflatten(flat)
-        if isinstance(schema, dict) and "enum" in schema:
-            # each value is in its own enum: jsonschema's check of it scans the enum per value (quadratic:
-            # seconds for an enum of 10,000 strings), and the values need only the other keywords
-            schema = {k: x for k, x in schema.items() if k != "enum"}
+        # each value is in its own enum: jsonschema's check of it scans the enum per value (quadratic:
+        # seconds for an enum of 10,000 strings), and the values need only the other keywords
         try:
-            v = self.validator.evolve(schema=schema)
+            if isinstance(node, dict) and not isinstance(node, _Internal):  # the user's, under its draft
+                v = self.validator.evolve(schema={k: x for k, x in node.items() if k not in ("enum", "const")})
+            else:
+                v = self.flat_validator({k: x for k, x in flat.items() if k != "enum"})
             keep = [x for x in values if v.is_valid(x)]
         except jsonschema.exceptions.RefResolutionError as e:  # pragma: no cover - old jsonschema
             raise InvalidSchemaError(f"cannot resolve a $ref: {e}", pointer=ptr) from None
@@ -2333,7 +2386,7 @@ class _Gen:
             if not hits:
                 r = self.value_rule(own, own_ptr) if own is not False else None
                 return r, ("schema", json.dumps(own, sort_keys=True, default=str))
-            node = {"allOf": ([] if own is True else [own]) + [sch for sch, _p in hits]}
+            node = _Internal(allOf=([] if own is True else [own]) + [sch for sch, _p in hits])
             r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
             return r, None
 
@@ -2871,11 +2924,63 @@ def _string_terminal(string: str | _Meet) -> str:
     return string.terminal() if isinstance(string, _Meet) else '"' + _cx(string) + '"'
 
 
-def _unflatten(flat: dict) -> Any:
-    out = {k: v for k, v in flat.items() if not k.startswith("_")}
+def _unflatten(flat: dict) -> _Internal:
+    """The schema a flattened one means, in gad's reading (2020-12's keywords at its top and in the
+    :class:`_Internal` schemas inside; the user's subschemas inside it under their own draft)."""
+    out = _Internal((k, v) for k, v in flat.items() if not k.startswith("_"))
     if flat["_unions"]:
-        out["allOf"] = [{"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]} for kw, br, _up in flat["_unions"]]
+        out["allOf"] = [_Internal({"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]})
+                        for kw, br, _up in flat["_unions"]]
     return out
+
+
+#: keywords gad writes in its own schemas whose meaning differs in some draft (draft-03 has no
+#: ``allOf`` / ``anyOf`` / ``oneOf`` and a boolean ``required``; drafts 03/04 spell the exclusive
+#: bounds as booleans)
+_GAD_KEYWORDS = ("required", "exclusiveMinimum", "exclusiveMaximum", "allOf", "anyOf", "oneOf")
+
+
+def _gad_spelled(x: Any) -> Any:
+    """``x`` with the keywords of :data:`_GAD_KEYWORDS` in each :class:`_Internal` schema (``x`` and
+    those inside it) renamed ``gad:<keyword>``, which :func:`_gad_validator_class` reads as 2020-12
+    does; the user's subschemas are left as written, for their draft's validator."""
+    if not isinstance(x, _Internal):
+        return x
+    out: dict[str, Any] = {}
+    for k, v in x.items():
+        if k == "properties":
+            out[k] = {name: _gad_spelled(sub) for name, sub in v.items()}
+        elif k not in _GAD_KEYWORDS:
+            out[k] = v
+        elif k in ("allOf", "anyOf", "oneOf"):
+            out["gad:" + k] = [_gad_spelled(sub) for sub in v]
+        else:
+            out["gad:" + k] = v
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _gad_validator_class(cls: Any) -> Any:
+    """Validator class ``cls`` (a draft's) that also reads ``gad:<keyword>`` (:func:`_gad_spelled`) as
+    draft 2020-12 reads ``<keyword>``: it checks the schemas gad writes under a document of any draft.
+    Draft-03's ``properties`` also takes the boolean schemas gad writes (``{name: false}``)."""
+    v2020 = jsonschema.Draft202012Validator.VALIDATORS
+    extra = {"gad:" + k: v2020[k] for k in _GAD_KEYWORDS}
+    if cls is jsonschema.Draft3Validator:
+        extra["properties"] = _properties_draft3
+    return jsonschema.validators.extend(cls, extra)
+
+
+def _properties_draft3(validator: Any, properties: dict, instance: Any, schema: dict) -> Any:
+    """Draft-03's ``properties`` (each present name's value under its schema; a name whose schema says
+    ``"required": true`` present), taking boolean schemas as 2020-12 does."""
+    if not validator.is_type(instance, "object"):
+        return
+    for name, sub in properties.items():
+        if name in instance:
+            yield from validator.descend(instance[name], sub, path=name, schema_path=name)
+        elif isinstance(sub, dict) and sub.get("required") is True:
+            yield jsonschema.ValidationError(f"{name!r} is a required property")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ import json
 import re
 import warnings
 
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -536,6 +537,49 @@ def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
     agree_with_jsonschema(schema, values)
     if isinstance(schema, dict) and not isinstance(schema.get("required"), list):  # (draft-03's is a boolean)
         agree_with_jsonschema({"$schema": "http://json-schema.org/draft-03/schema#", **schema}, values)
+
+
+_DRAFTS = {"03": "http://json-schema.org/draft-03/schema#", "04": "http://json-schema.org/draft-04/schema#",
+           "06": "http://json-schema.org/draft-06/schema#", "07": "http://json-schema.org/draft-07/schema#",
+           "2019": "https://json-schema.org/draft/2019-09/schema", "2020": "https://json-schema.org/draft/2020-12/schema"}
+
+
+@pytest.mark.parametrize("draft", list(_DRAFTS))
+@pytest.mark.parametrize("schema", [
+    {"anyOf": [{"type": "string"}, {"type": "null"}]}, {"allOf": [{"type": "integer"}, {"minimum": 2}]},
+    {"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"const": 3}, {"type": "integer", "multipleOf": 2},
+    {"type": "object", "minProperties": 1}, {"type": "object", "maxProperties": 1},
+    {"type": "integer", "minimum": 1, "exclusiveMinimum": True}, {"type": "integer", "exclusiveMaximum": 3},
+    {"minimum": 1, "exclusiveMinimum": True, "anyOf": [{"enum": [1, 2, 3]}, {"type": "string"}]},
+    {"type": "array", "prefixItems": [{"type": "string"}]}, {"type": "object", "dependentRequired": {"a": ["b"]}},
+    {"type": "object", "dependencies": {"a": ["b"]}}, {"type": "object", "dependencies": {"a": "b"}},
+    {"type": "object", "dependencies": {"a": {"properties": {"a": {"type": "integer", "required": True}}}}},
+    {"type": "object", "dependencies": {"a": {"properties": {"b": {"type": "integer", "required": True}},
+                                              "additionalProperties": False}}},
+    {"type": "object", "properties": {"a": {"type": "integer", "required": True}, "b": {"type": "null"}}},
+    {"type": "object", "properties": {"a": {"$ref": "#/definitions/i"}}, "definitions": {"i": {"type": "integer", "required": True}}},
+    {"type": "object", "properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 3}},
+     "additionalProperties": False},
+    {"if": {"type": "string"}, "then": {"minLength": 2}}, {"type": "object", "required": ["a"]},
+])
+def test_each_draft_reads_only_its_own_keywords(draft, schema):
+    """A keyword the schema's draft does not define is an annotation, as that draft's validator reads
+    it (draft-03 has no ``anyOf`` / ``const`` / ``required`` list, draft-07 no ``dependentRequired``,
+    2020-12 no ``dependencies``); draft-03's ``"required": true`` inside a property's schema and
+    one-name ``dependencies`` are read as draft-03 says.  A schema the draft's meta-schema rejects is
+    an InvalidSchemaError; a refusal must name ``if`` (gad's grammar has no conditional)."""
+    s = {"$schema": _DRAFTS[draft], **schema}
+    cls = jsonschema.validators.validator_for(s)
+    try:
+        cls.check_schema(s)
+    except jsonschema.SchemaError:
+        with pytest.raises(InvalidSchemaError):
+            convert(s)
+        return
+    values = [None, 0, 1, 2, 3, 4, 1.5, "x", "xy", True, [], ["a"], [1], [1, 2], {}, {"a": 1}, {"b": 1},
+              {"a": 1, "b": 2}, {"a": "x"}, {"a": 1, "b": None}, {"ab": 2}, {"ab": 5}, {"a": 1, "b": "s"},
+              {"c": 1}]
+    agree_with_jsonschema(s, values, refusable={"if"})
 
 
 def test_a_key_close_to_a_keyword_is_ignored_with_a_warning():
