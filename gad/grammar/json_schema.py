@@ -84,7 +84,8 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
   ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``
-  (except of a ``type`` alone or of ``required`` of one name: :func:`_not_schema`), ``if`` / ``then`` / ``else``,
+  (except of a ``type`` alone, of ``required``, and of ``$ref`` / ``anyOf`` / ``allOf`` of those:
+  :func:`_not_schema`), ``if`` / ``then`` / ``else``,
   ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
@@ -1263,7 +1264,7 @@ class _Gen:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
         if "not" in rest:
-            neg = _not_schema(rest["not"])
+            neg = _not_schema(rest["not"], lambda ref: self.resolve(ref, _ptr_join(ptr, "not"))[0])
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
                 rest.pop("not")
                 flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
@@ -2990,15 +2991,17 @@ def _near_keyword(key: str) -> str | None:
     return near[0] if near else None
 
 
-def _not_schema(n: Any) -> Any:
+def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     """A schema admitting exactly the values ``{"not": n}`` admits, for the shapes gad rewrites, else
     None: ``not: true`` / ``false``; ``not`` of a ``type`` alone (the other types; not where it names
     ``integer`` without ``number``: the numbers with a fraction are no type); ``not`` of ``required``
-    of one name alone (an object without that name: ``required`` holds for every value that is not
-    an object, so those fail the ``not``)."""
+    alone (an object missing one of the names: ``required`` holds for every value that is not an
+    object, so those fail the ``not``); ``not`` of ``anyOf`` / ``allOf`` alone whose branches are such
+    shapes (De Morgan: the ``allOf`` / ``anyOf`` of their negations); ``not`` of a ``$ref`` alone (its
+    target's, ``resolve(ref)``)."""
     if n is True or n is False:
         return not n
-    if not isinstance(n, dict):
+    if not isinstance(n, dict) or depth > 16:
         return None
     keys = {k for k in n if not _is_annotation(k)}
     if keys == {"type"}:
@@ -3006,10 +3009,21 @@ def _not_schema(n: Any) -> Any:
         if "integer" in t and "number" not in t:
             return None
         rest = [k for k in ("object", "array", "string", "number", "boolean", "null") if k not in t]
-        return {"type": rest} if rest else False
+        return _Internal(type=rest) if rest else False
     req = n.get("required")
-    if keys == {"required"} and isinstance(req, list) and len(req) == 1 and isinstance(req[0], str):
-        return {"type": "object", "properties": {req[0]: False}}
+    if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
+        missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]
+        return _Internal(type="object", **({"anyOf": missing} if len(missing) > 1 else missing[0]))
+    if keys == {"$ref"} and isinstance(n["$ref"], str) and n["$ref"].startswith("#"):
+        return _not_schema(resolve(n["$ref"]), resolve, depth + 1)
+    if len(keys) == 1 and keys <= {"anyOf", "allOf"} and isinstance(n[next(iter(keys))], list):
+        kw = next(iter(keys))
+        negs = [_not_schema(b, resolve, depth + 1) for b in n[kw]]
+        if any(x is None for x in negs):
+            return None
+        if kw == "anyOf":  # none of the branches
+            return _Internal(allOf=negs)
+        return _Internal(anyOf=negs) if negs else False  # not all of them (allOf [] is true)
     return None
 
 

@@ -527,13 +527,20 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
     {"not": {"required": ["image"]}}, {"not": True}, {"not": False},
     {"anyOf": [{"not": {"required": ["image"]}}, {"type": "string"}]},
     {"type": "object", "properties": {"image": {"not": {"type": ["string", "null"]}}}, "required": ["image"]},
+    {"not": {"required": ["image", "n"]}}, {"not": {"allOf": [{"required": ["image"]}, {"required": ["n"]}]}},
+    {"type": "object", "properties": {"image": {"type": "string"}, "n": {"type": "integer"}},
+     "not": {"anyOf": [{"required": ["image", "n"]}, {"required": ["image", "x"]}]}},
+    {"not": {"$ref": "#/$defs/both"}, "$defs": {"both": {"required": ["image", "n"]}}},
+    {"not": {"anyOf": [{"type": "string"}, {"required": ["n"]}]}},
 ])
 def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
-    """``not`` of a ``type`` (the other types) or of ``required`` of one name (an object without it; a
-    value that is not an object fails such a ``not``) is rewritten, not refused; under draft-03, which
-    has no ``not``, it is an annotation, as its validators read it."""
+    """``not`` of a ``type`` (the other types), of ``required`` (an object missing a name; a value that
+    is not an object fails such a ``not``), of a local ``$ref`` to such a shape, and of ``anyOf`` /
+    ``allOf`` of such shapes (De Morgan) is rewritten, not refused; under draft-03, which has no
+    ``not``, it is an annotation, as its validators read it."""
     values = [None, 0, 1, 1.5, -2, "x", "", True, False, [], [1], {}, {"image": "a"}, {"image": 1}, {"n": 1},
-              {"image": None, "n": 2}, {"image": [1]}, {"x": None}]
+              {"image": None, "n": 2}, {"image": [1]}, {"x": None}, {"image": "a", "n": 1}, {"image": "a", "x": 1},
+              {"n": 1, "x": 2}, {"image": "a", "n": 1, "x": 2}]
     agree_with_jsonschema(schema, values)
     if isinstance(schema, dict) and not isinstance(schema.get("required"), list):  # (draft-03's is a boolean)
         agree_with_jsonschema({"$schema": "http://json-schema.org/draft-03/schema#", **schema}, values)
