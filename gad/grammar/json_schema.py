@@ -48,7 +48,10 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   an object in the order of the first branch that validates it.  ``oneOf`` is exact when its
   branches are pairwise disjoint (checked on the automata for strings and numbers, by kind
   otherwise); overlapping branches raise
-  ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``).
+  ``UnsupportedSchemaError(keyword="oneOf")`` (``lenient``: treated as ``anyOf``), unless each
+  branch can be negated (:func:`_not_schema`: ``required``, ``type``, ``not`` and ``anyOf`` /
+  ``allOf`` of those): then branch i becomes "B_i and not B_j for every j != i", disjoint by
+  construction (:meth:`_Gen.split_one_of`).
 * ``$ref`` to ``#...`` JSON pointers (``$defs``, ``definitions``, any local path), recursive refs;
   siblings of ``$ref`` are ignored for drafts 04-07 (as those drafts say) and merged otherwise.
 * strings: ``pattern`` (a search, not a full match, as the spec says; ECMA-262 classes ``\\d`` =
@@ -1227,7 +1230,9 @@ class _Gen:
             if kw in rest:
                 branches = rest.pop(kw)
                 if flat is not _FALSE:
-                    flat["_unions"].append((kw, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)], ptr))
+                    split = self.split_one_of(branches, ptr) if kw == "oneOf" else None
+                    kind = kw if split is None else _SplitOneOf(kw)
+                    flat["_unions"].append((kind, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(split or branches)], ptr))
         for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
             # {A: [B, ...]} / {A: S}: A absent, or A present with B ... required / S (an anyOf)
             deps = rest.pop(kw, None)
@@ -1302,6 +1307,21 @@ class _Gen:
         if flat is _FALSE:
             return _FALSE
         return self.merge(flat, own, ptr)
+
+    def split_one_of(self, branches: list[Any], ptr: str) -> list[Any] | None:
+        """``oneOf: [B_1, ..., B_n]`` as disjoint branches ``B_i`` and not ``B_j`` for each j != i (the
+        values exactly one branch admits), when each branch's negation is a schema gad writes
+        (:func:`_not_schema`; e.g. ``required``, ``type`` and ``not`` of them) and some branch is more
+        than a ``type`` (a oneOf of types alone is exact already); else None."""
+        if not 2 <= len(branches) <= 8:
+            return None
+        if all(b is True or b is False or (isinstance(b, dict) and {k for k in b if not _is_annotation(k)} <= {"type"})
+               for b in branches):
+            return None
+        negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0]) for b in branches]
+        if any(x is None for x in negs):
+            return None
+        return [_Internal(allOf=[b] + [x for j, x in enumerate(negs) if j != i]) for i, b in enumerate(branches)]
 
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
         if a is _FALSE or b is _FALSE:
@@ -1493,7 +1513,7 @@ class _Gen:
 
     def combine(self, alts: list[tuple[_Parts, str]], kw: str, uptr: str, base: Any = None) -> _Parts:
         out = _Parts()
-        one_of = kw == "oneOf"
+        one_of = _is_one_of(kw)
         objs: list[tuple[str, bool, Any, str]] = []
         strings_joined = False  # string branches united into one terminal
         for p, bptr in alts:
@@ -1593,7 +1613,7 @@ class _Gen:
                         base: Any) -> None:
         """The object alternative of a union: one branch, an unconstrained one (``anyOf``), or an
         exact union of object rules (:meth:`object_union`)."""
-        one_of = kw == "oneOf"
+        one_of = _is_one_of(kw)
         uniq: list[tuple[str, bool, Any, str]] = []
         for o in objs:
             dup = next((u for u in uniq if u[0] == o[0] or (u[2] is not None and u[2] == o[2])), None)
@@ -2991,6 +3011,20 @@ def _near_keyword(key: str) -> str | None:
     return near[0] if near else None
 
 
+#: keywords whose meanings are independent of each other's: a schema of several is the allOf of each
+_NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf"})
+
+
+class _SplitOneOf(str):
+    """The union kind of a ``oneOf`` gad rewrote into disjoint branches (:meth:`_Gen.split_one_of`): it
+    reads ``"oneOf"`` in messages, and the union needs no disjointness check."""
+
+
+def _is_one_of(kind: str) -> bool:
+    """A union of kind ``kind`` must be checked for overlapping branches (a ``oneOf`` not split)."""
+    return kind == "oneOf" and not isinstance(kind, _SplitOneOf)
+
+
 def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     """A schema admitting exactly the values ``{"not": n}`` admits, for the shapes gad rewrites, else
     None: ``not: true`` / ``false``; ``not`` of a ``type`` alone (the other types; not where it names
@@ -2998,7 +3032,8 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     alone (an object missing one of the names: ``required`` holds for every value that is not an
     object, so those fail the ``not``); ``not`` of ``anyOf`` / ``allOf`` alone whose branches are such
     shapes (De Morgan: the ``allOf`` / ``anyOf`` of their negations); ``not`` of a ``$ref`` alone (its
-    target's, ``resolve(ref)``)."""
+    target's, ``resolve(ref)``); ``not`` of ``not`` (the schema itself); ``not`` of several of these
+    keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation)."""
     if n is True or n is False:
         return not n
     if not isinstance(n, dict) or depth > 16:
@@ -3016,6 +3051,11 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         return _Internal(type="object", **({"anyOf": missing} if len(missing) > 1 else missing[0]))
     if keys == {"$ref"} and isinstance(n["$ref"], str) and n["$ref"].startswith("#"):
         return _not_schema(resolve(n["$ref"]), resolve, depth + 1)
+    if keys == {"not"}:
+        return n["not"]
+    if len(keys) > 1 and keys <= _NEGATABLE:  # independent keywords: not all of them holds
+        negs = [_not_schema({k: n[k]}, resolve, depth + 1) for k in sorted(keys)]
+        return None if any(x is None for x in negs) else _Internal(anyOf=negs)
     if len(keys) == 1 and keys <= {"anyOf", "allOf"} and isinstance(n[next(iter(keys))], list):
         kw = next(iter(keys))
         negs = [_not_schema(b, resolve, depth + 1) for b in n[kw]]

@@ -200,7 +200,8 @@ def test_one_of_disjoint_and_overlapping():
                 {"type": "object", "properties": {"a": {"minimum": 3}}, "required": ["a"]}]}, "", "anyOf"),
     ({"anyOf": [{"type": "object", "patternProperties": {"^x": {}}, "required": ["b"]},
                 {"type": "object", "required": ["b"]}]}, "", "anyOf"),
-    ({"oneOf": [{"type": "object", "required": ["a"]}, {"type": "object", "required": ["b"]}]}, "", "oneOf"),
+    ({"oneOf": [{"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+                {"type": "object", "required": ["b"]}]}, "", "oneOf"),
     ({"oneOf": [{"type": "object", "properties": {"k": {"enum": [1, 2]}}, "required": ["k"]},
                 {"type": "object", "properties": {"k": {"enum": [2, 3]}}, "required": ["k"]}]}, "", "oneOf"),
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "", "if"),
@@ -544,6 +545,31 @@ def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
     agree_with_jsonschema(schema, values)
     if isinstance(schema, dict) and not isinstance(schema.get("required"), list):  # (draft-03's is a boolean)
         agree_with_jsonschema({"$schema": "http://json-schema.org/draft-03/schema#", **schema}, values)
+
+
+_DIMENSIONS = {"type": "object", "properties": {k: {"type": "number"} for k in ("length", "width", "radius", "base", "height")}}
+
+
+@pytest.mark.parametrize("one_of", [
+    [{"required": ["length", "width"]}, {"required": ["radius"]}],
+    [{"required": ["length", "width"]}, {"required": ["radius"]}, {"required": ["base", "height"]}],
+    [{"required": ["length"]}, {"required": ["radius"]}, {"required": ["radius", "height"]}],
+    [{"not": {"required": ["base", "height"]}, "required": ["length", "width"]},
+     {"not": {"required": ["length", "width"]}, "required": ["base", "height"]}],
+    [{"required": ["radius"]}, {"type": "object", "not": {"required": ["width"]}}],
+    [{"required": ["radius"]}, {"type": "string"}],
+])
+@pytest.mark.parametrize("where", ["inside", "alone"])
+def test_one_of_over_required_names_is_split_into_disjoint_branches(one_of, where):
+    """A ``oneOf`` whose branches overlap but can each be negated (``required``, ``type``, ``not`` of
+    them: the Glaive calculate_area shapes of MaskBench) is exact as the branches "B_i and no other
+    B_j": every value is checked against jsonschema, the objects with two branches' names among them."""
+    s = {**_DIMENSIONS, "oneOf": one_of} if where == "inside" else {"oneOf": one_of}
+    names = ["length", "width", "radius", "base", "height"]
+    values: list = [None, 1, "x", [], {}]
+    for mask in range(1, 32):
+        values.append({k: i + 1 for i, k in enumerate(names) if mask >> i & 1})
+    assert agree_with_jsonschema(s, values) is not None
 
 
 _DRAFTS = {"03": "http://json-schema.org/draft-03/schema#", "04": "http://json-schema.org/draft-04/schema#",
