@@ -3012,7 +3012,7 @@ def _near_keyword(key: str) -> str | None:
 
 
 #: keywords whose meanings are independent of each other's: a schema of several is the allOf of each
-_NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf"})
+_NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties"})
 
 
 class _SplitOneOf(str):
@@ -3032,7 +3032,9 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     alone (an object missing one of the names: ``required`` holds for every value that is not an
     object, so those fail the ``not``); ``not`` of ``anyOf`` / ``allOf`` alone whose branches are such
     shapes (De Morgan: the ``allOf`` / ``anyOf`` of their negations); ``not`` of a ``$ref`` alone (its
-    target's, ``resolve(ref)``); ``not`` of ``not`` (the schema itself); ``not`` of several of these
+    target's, ``resolve(ref)``); ``not`` of ``not`` (the schema itself); ``not`` of ``properties`` whose
+    schemas are such shapes (an object with a listed name whose value is outside its schema; beside
+    ``additionalProperties`` it is not independent, so not rewritten); ``not`` of several of these
     keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation)."""
     if n is True or n is False:
         return not n
@@ -3053,6 +3055,12 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
         return _not_schema(resolve(n["$ref"]), resolve, depth + 1)
     if keys == {"not"}:
         return n["not"]
+    if keys == {"properties"} and isinstance(n["properties"], dict):  # a listed name with a value outside its schema
+        bad = [(k, _not_schema(sub, resolve, depth + 1)) for k, sub in n["properties"].items()]
+        if any(x is None for _k, x in bad):
+            return None
+        alts = [_Internal(type="object", required=[k], properties={k: x}) for k, x in bad if x is not False]
+        return _Internal(anyOf=alts) if len(alts) > 1 else alts[0] if alts else False
     if len(keys) > 1 and keys <= _NEGATABLE:  # independent keywords: not all of them holds
         negs = [_not_schema({k: n[k]}, resolve, depth + 1) for k in sorted(keys)]
         return None if any(x is None for x in negs) else _Internal(anyOf=negs)

@@ -533,12 +533,17 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
      "not": {"anyOf": [{"required": ["image", "n"]}, {"required": ["image", "x"]}]}},
     {"not": {"$ref": "#/$defs/both"}, "$defs": {"both": {"required": ["image", "n"]}}},
     {"not": {"anyOf": [{"type": "string"}, {"required": ["n"]}]}},
+    {"not": {"properties": {"image": {"type": "string"}}}},
+    {"not": {"properties": {"image": {"type": "string"}}, "required": ["image"]}},
+    {"oneOf": [{"properties": {"image": {"type": "string"}}, "required": ["image"]},
+               {"properties": {"n": {"type": "number"}}, "required": ["n"]}]},
 ])
 def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
     """``not`` of a ``type`` (the other types), of ``required`` (an object missing a name; a value that
-    is not an object fails such a ``not``), of a local ``$ref`` to such a shape, and of ``anyOf`` /
-    ``allOf`` of such shapes (De Morgan) is rewritten, not refused; under draft-03, which has no
-    ``not``, it is an annotation, as its validators read it."""
+    is not an object fails such a ``not``), of ``properties`` of such shapes (an object with a name
+    whose value is outside its schema), of a local ``$ref`` to such a shape, and of ``anyOf`` /
+    ``allOf`` of such shapes (De Morgan) is rewritten, not refused, and so is a ``oneOf`` of such
+    branches; under draft-03, which has no ``not``, it is an annotation, as its validators read it."""
     values = [None, 0, 1, 1.5, -2, "x", "", True, False, [], [1], {}, {"image": "a"}, {"image": 1}, {"n": 1},
               {"image": None, "n": 2}, {"image": [1]}, {"x": None}, {"image": "a", "n": 1}, {"image": "a", "x": 1},
               {"n": 1, "x": 2}, {"image": "a", "n": 1, "x": 2}]
