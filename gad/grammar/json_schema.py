@@ -97,8 +97,10 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   does not define is an annotation there, as that draft's ``jsonschema`` validator reads it (draft-03
   has no ``anyOf`` / ``allOf`` / ``oneOf`` / ``not`` / ``const`` / ``multipleOf``, draft-04 no
   ``const``, draft-07 no ``dependentRequired``, 2020-12 no ``dependencies``); draft-03's
-  ``"required": true`` inside a property's schema and its one-name ``dependencies`` are read as
-  draft-03 says (:meth:`_Gen.own_keywords`).
+  ``"required": true`` inside a property's schema, its one-name ``dependencies`` and type ``"any"``
+  are read as draft-03 says (:meth:`_Gen.own_keywords`); the draft is ``jsonschema``'s reading of
+  the root's ``$schema`` (an unknown URI is 2020-12), switched by a subschema's own ``$schema``
+  for it and what it holds (:func:`_mark_drafts`).
 
 Spelling: strings under a pattern / length / format, ``enum`` / ``const`` strings and object keys
 use the canonical spelling of ``json.dumps(..., ensure_ascii=False)`` (non-ASCII raw, only the
@@ -748,6 +750,17 @@ class _Internal(dict[str, Any]):
     whatever the document's draft; the user's subschemas inside it are read under their draft."""
 
 
+def _meet_members(x: Any) -> frozenset[str]:
+    """The schemas whose meet ``x`` is, as JSON texts, nested ``allOf``-only schemas flattened (``true``
+    is none): equal for two meets of the same schemas however nested, so a memo keyed by it ties
+    the knot where merges under ``patternProperties`` nest one level deeper per recursion."""
+    if x is True:
+        return frozenset()
+    if isinstance(x, dict) and set(x) == {"allOf"} and isinstance(x["allOf"], list):
+        return frozenset().union(*(_meet_members(m) for m in x["allOf"]))
+    return frozenset((json.dumps(x, sort_keys=True, default=str),))
+
+
 def _schema_meet(x: Any, y: Any) -> Any:
     """The schema of both ``x`` and ``y`` (``true`` is the unit)."""
     return x if y is True else y if x is True else _Internal(allOf=[x, y])
@@ -767,6 +780,28 @@ def _is_annotation(kw: str) -> bool:
 #: bounds of drafts 03/04 inside ``minimum`` / ``maximum``), with the keyword that reads each
 _MODIFIERS = {"then": "if", "else": "if", "minContains": "unevaluatedItems", "maxContains": "unevaluatedItems",
               "exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
+
+
+_OLD_REF = (jsonschema.Draft3Validator, jsonschema.Draft4Validator, jsonschema.Draft6Validator,
+            jsonschema.Draft7Validator)  # the drafts whose $ref ignores its siblings
+
+
+def _mark_drafts(x: Any, cls: Any, root_cls: Any, out: dict[int, Any]) -> None:
+    """Record in ``out`` (``id -> validator class``) each dict under ``x`` read under another draft than
+    ``root_cls``: a ``$schema`` switches the draft for its dict and everything inside it, as
+    ``jsonschema`` reads it (an unknown URI keeps the enclosing draft)."""
+    stack = [(x, cls)]
+    while stack:
+        node, c = stack.pop()
+        if isinstance(node, dict):
+            uri = node.get("$schema")
+            if isinstance(uri, str) and node is not x:
+                c = jsonschema.validators.validator_for({"$schema": uri}, default=c)
+            if c is not root_cls:
+                out[id(node)] = c
+            stack.extend((v, c) for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend((v, c) for v in node if isinstance(v, (dict, list)))
 
 
 @functools.lru_cache(maxsize=16)
@@ -1063,9 +1098,6 @@ class _Gen:
         else:
             self.ws = rf"[ \t\n\r]{{0,{int(ws)}}}" if int(ws) > 0 else ""
         self.ws_mode = ws
-        draft = root.get("$schema", "") if isinstance(root, dict) else ""
-        self.old_ref = any(d in str(draft) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
-        self.draft3 = "draft-03" in str(draft)
         self.rules: dict[str, list[str]] = {}
         self.terms: dict[str, str] = {}   # regex -> name
         self.word_chunks: dict[str, list[str]] = {}  # an enum's string content -> its terminals' (_word_chunks)
@@ -1095,8 +1127,10 @@ class _Gen:
                                      pointer="/" + where if where else "") from None
         except Exception as e:  # noqa: BLE001 - jsonschema raises several types for odd roots
             raise InvalidSchemaError(f"cannot build a validator for the schema: {e}") from None
-        self.draft_class: Any = cls
-        self.keywords = _draft_keywords(cls)
+        self.draft_class: Any = cls  # (jsonschema's reading of $schema: an unknown URI is 2020-12)
+        self.draft3 = cls is jsonschema.Draft3Validator
+        self.sub_drafts: dict[int, Any] = {}  # id of a subschema under another draft's $schema -> its class
+        _mark_drafts(root, cls, cls, self.sub_drafts)
         self._gad_validator: Any = None
 
     def flat_validator(self, flat: dict) -> Any:
@@ -1106,7 +1140,7 @@ class _Gen:
             return self.validator.evolve(schema=_unflatten(flat))
         if self._gad_validator is None:
             self._gad_validator = _gad_validator_class(self.draft_class)(self.root, format_checker=format_checker())
-        return self._gad_validator.evolve(schema=_gad_spelled(_unflatten(flat)))
+        return self._gad_validator.evolve(schema=_gad_spelled(_unflatten(flat), self.draft_class))
 
     # ------------------------------------------------------------------------ bookkeeping
     def fresh(self, prefix: str) -> str:
@@ -1187,16 +1221,38 @@ class _Gen:
                 return
 
     # ------------------------------------------------------------------------ flattening
-    def own_keywords(self, node: dict) -> dict:
+    def draft_of(self, node: Any) -> Any:
+        """The validator class of the draft ``node`` (the user's) is read under: its own or its nearest
+        enclosing ``$schema``'s, as ``jsonschema`` switches drafts there (:func:`_mark_drafts`)."""
+        return self.sub_drafts.get(id(node), self.draft_class)
+
+    def own_keywords(self, node: dict, ptr: str) -> dict:
         """``node``'s keywords as gad reads them (2020-12's spellings), under the document's draft: a
-        keyword the draft does not define is an annotation (:func:`_draft_keywords`), and draft-03's
-        ``"required": true`` inside a property's schema and one-name ``dependencies`` are rewritten."""
-        rest = {k: v for k, v in node.items() if not (k in _KEYWORDS and k not in self.keywords)}
-        if self.draft3 and isinstance(rest.get("properties"), dict):
+        keyword the draft does not define is an annotation (:func:`_draft_keywords`), and so is a
+        modifier without the keyword it modifies (``then`` / ``else`` without ``if``, ``minContains`` /
+        ``maxContains`` without ``contains``); draft-03's ``"required": true`` inside a property's
+        schema, its one-name ``dependencies`` and its type ``"any"`` are rewritten; draft-03 schemas
+        inside ``type`` are refused (UnsupportedSchemaError).  The draft is the node's
+        (:meth:`draft_of`)."""
+        cls = self.draft_of(node)
+        draft3 = cls is jsonschema.Draft3Validator
+        keywords = _draft_keywords(cls)
+        rest = {k: v for k, v in node.items() if not (k in _KEYWORDS and k not in keywords)}
+        for kw, host in (("then", "if"), ("else", "if"), ("minContains", "contains"), ("maxContains", "contains")):
+            if kw in rest and host not in rest:
+                rest.pop(kw)
+        if draft3 and "type" in rest:
+            types = rest["type"] if isinstance(rest["type"], list) else [rest["type"]]
+            if any(isinstance(t, dict) for t in types):
+                self.unsupported(ptr, "type", "draft-03 schemas inside type")
+                rest.pop("type")
+            elif "any" in types:
+                rest.pop("type")
+        if draft3 and isinstance(rest.get("properties"), dict):
             names = [k for k, sub in rest["properties"].items() if isinstance(sub, dict) and sub.get("required") is True]
             if names:
                 rest["required"] = names
-        if self.draft3 and isinstance(rest.get("dependencies"), dict):
+        if draft3 and isinstance(rest.get("dependencies"), dict):
             rest["dependencies"] = {k: [d] if isinstance(d, str) else d for k, d in rest["dependencies"].items()}
         return rest
 
@@ -1214,11 +1270,11 @@ class _Gen:
             raise InvalidSchemaError(f"a schema must be an object or a boolean, got {type(node).__name__}",
                                      pointer=ptr)
         flat: Any = {"_ptr": {}, "_unions": []}
-        rest = dict(node) if isinstance(node, _Internal) else self.own_keywords(node)
+        rest = dict(node) if isinstance(node, _Internal) else self.own_keywords(node, ptr)
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), ptr)
             sub = self.flatten(target, tptr, depth + 1)
-            if self.old_ref:
+            if self.draft_class in _OLD_REF:  # (the root's draft decides, as jsonschema reads it)
                 return sub
             flat = self.merge(flat, sub, ptr)
         for kw in ("allOf",):
@@ -1255,15 +1311,16 @@ class _Gen:
                     present = False
                 elif isinstance(dep, dict):  # the dependent schema itself (its pointers stay real)
                     for _ in range(64):  # drafts 04-07 ignore $ref's siblings: add "required" to the target
-                        if not (self.old_ref and "$ref" in dep):
+                        if not (self.draft_class in _OLD_REF and "$ref" in dep):
                             break
                         dep, dptr = self.resolve(dep["$ref"], dptr)
                         dptr = dptr or ""
                     if dep is False:
                         present = False
                     elif isinstance(dep, dict):
-                        present = _Internal(self.own_keywords(dep))
-                        present["required"] = [a] + [x for x in dep.get("required", []) if x != a]
+                        present = _Internal(self.own_keywords(dep, dptr))
+                        own_req = present.get("required", [])
+                        present["required"] = [a] + [x for x in (own_req if isinstance(own_req, list) else []) if x != a]
                 branches_ = [(_Internal(properties={a: False}), _ptr_join(ptr, kw))]
                 if present is not False:
                     branches_.append((present, dptr))
@@ -1321,7 +1378,8 @@ class _Gen:
         negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0]) for b in branches]
         if any(x is None for x in negs):
             return None
-        return [_Internal(allOf=[b] + [x for j, x in enumerate(negs) if j != i]) for i, b in enumerate(branches)]
+        split = [_Internal(allOf=[b] + [x for j, x in enumerate(negs) if j != i]) for i, b in enumerate(branches)]
+        return split if sum(_alternatives(x) for x in split) <= 2 * _MAX_REWRITE_ALTERNATIVES else None
 
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
         if a is _FALSE or b is _FALSE:
@@ -2408,7 +2466,8 @@ class _Gen:
                 r = self.value_rule(own, own_ptr) if own is not False else None
                 return r, ("schema", json.dumps(own, sort_keys=True, default=str))
             node = _Internal(allOf=([] if own is True else [own]) + [sch for sch, _p in hits])
-            r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, tuple(p for _s, p in hits)))
+            r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, _meet_members(own),
+                                                         tuple(p for _s, p in hits)))
             return r, None
 
         entries: list[tuple[str, str | None, bool]] = []
@@ -2419,10 +2478,12 @@ class _Gen:
             entries.append((k, r, k in req))
             same[k], src[k] = sk, (s, _ptr_join(pptr, "properties", k))
         for k in req:
-            if k not in props:
-                r, sk = key_rule(k, addl, _ptr_join(ptr, "additionalProperties"))
+            if k not in props:  # a required name that is not listed: its patterns' schemas, else additionalProperties'
+                spelled = json.dumps(k, ensure_ascii=False)
+                own = True if any(f.accepts(spelled) for f, _s, _p in fsms) else addl
+                r, sk = key_rule(k, own, _ptr_join(ptr, "additionalProperties"))
                 entries.append((k, r, True))
-                same[k], src[k] = sk, (addl, _ptr_join(ptr, "additionalProperties"))
+                same[k], src[k] = sk, (own, _ptr_join(ptr, "additionalProperties"))
         add_rule = None if addl is False else self.value_rule(addl, _ptr_join(ptr, "additionalProperties"))
         if any(r is None and q for _k, r, q in entries):
             self.rules[name] = [name]  # a required property admits no value: no object is valid
@@ -2961,23 +3022,42 @@ def _unflatten(flat: dict) -> _Internal:
 _GAD_KEYWORDS = ("required", "exclusiveMinimum", "exclusiveMaximum", "allOf", "anyOf", "oneOf")
 
 
-def _gad_spelled(x: Any) -> Any:
-    """``x`` with the keywords of :data:`_GAD_KEYWORDS` in each :class:`_Internal` schema (``x`` and
-    those inside it) renamed ``gad:<keyword>``, which :func:`_gad_validator_class` reads as 2020-12
-    does; the user's subschemas are left as written, for their draft's validator."""
+_SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")  # keyword -> {name: schema}
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")  # keyword -> [schema, ...]
+_SCHEMA_ONE = ("additionalProperties", "items", "additionalItems", "not", "contains", "propertyNames")
+
+
+def _gad_spelled(x: Any, cls: Any) -> Any:
+    """``x`` as validator class ``cls`` (a draft's, extended by :func:`_gad_validator_class`) reads
+    what gad means by it: in each :class:`_Internal` schema (``x`` and those inside it, wherever a
+    schema sits) the keywords of :data:`_GAD_KEYWORDS` are renamed ``gad:<keyword>`` (read as
+    2020-12 reads them); before 2020-12 a ``prefixItems`` + ``items`` pair is written ``items: [...]``
+    + ``additionalItems``, and under drafts 03/04 (no boolean schemas there) an ``items`` schema
+    ``true`` is ``{}`` and ``false`` is ``{"gad:never": true}``.  The user's subschemas are left as
+    written, for their draft's validator."""
     if not isinstance(x, _Internal):
         return x
     out: dict[str, Any] = {}
     for k, v in x.items():
-        if k == "properties":
-            out[k] = {name: _gad_spelled(sub) for name, sub in v.items()}
-        elif k not in _GAD_KEYWORDS:
-            out[k] = v
-        elif k in ("allOf", "anyOf", "oneOf"):
-            out["gad:" + k] = [_gad_spelled(sub) for sub in v]
-        else:
-            out["gad:" + k] = v
+        if k in _SCHEMA_MAPS and isinstance(v, dict):
+            v = {name: _gad_spelled(sub, cls) for name, sub in v.items()}
+        elif (k in _SCHEMA_LISTS or k in _SCHEMA_ONE) and isinstance(v, list):
+            v = [_gad_spelled(sub, cls) for sub in v]
+        elif k in _SCHEMA_ONE:
+            v = _gad_spelled(v, cls)
+        out["gad:" + k if k in _GAD_KEYWORDS else k] = v
+    if "prefixItems" in out and "prefixItems" not in cls.VALIDATORS:
+        out["items"], out["additionalItems"] = out.pop("prefixItems"), out.pop("items", True)
+    if cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator) and "items" in out:
+        def plain(sub: Any) -> Any:
+            return {} if sub is True else {"gad:never": True} if sub is False else sub
+        out["items"] = [plain(sub) for sub in out["items"]] if isinstance(out["items"], list) else plain(out["items"])
     return out
+
+
+def _never(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+    """``gad:never``: no value is valid (the ``false`` schema, for drafts without boolean schemas)."""
+    yield jsonschema.ValidationError("no value is valid here (a false schema)")
 
 
 @functools.lru_cache(maxsize=16)
@@ -2986,7 +3066,8 @@ def _gad_validator_class(cls: Any) -> Any:
     draft 2020-12 reads ``<keyword>``: it checks the schemas gad writes under a document of any draft.
     Draft-03's ``properties`` also takes the boolean schemas gad writes (``{name: false}``)."""
     v2020 = jsonschema.Draft202012Validator.VALIDATORS
-    extra = {"gad:" + k: v2020[k] for k in _GAD_KEYWORDS}
+    extra: dict[str, Any] = {"gad:" + k: v2020[k] for k in _GAD_KEYWORDS}
+    extra["gad:never"] = _never
     if cls is jsonschema.Draft3Validator:
         extra["properties"] = _properties_draft3
     return jsonschema.validators.extend(cls, extra)
@@ -3025,7 +3106,38 @@ def _is_one_of(kind: str) -> bool:
     return kind == "oneOf" and not isinstance(kind, _SplitOneOf)
 
 
-def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
+#: the most alternatives a rewritten ``not`` (a split ``oneOf``: twice that) may spell out (:func:`_alternatives`):
+#: De Morgan turns a ``not`` of an ``anyOf`` of ``anyOf``s into a product, whose every branch the
+#: converter builds (MaskBench's Handwritten---allany19 nests three levels: 27 pattern intersections)
+_MAX_REWRITE_ALTERNATIVES = 16
+
+
+def _alternatives(x: Any) -> int:
+    """How many alternatives schema ``x`` spells out once its ``anyOf`` (a sum) and ``allOf`` (a
+    product) are multiplied out: what a rewrite built of them costs the converter."""
+    if not isinstance(x, dict):
+        return 1
+    n = 1
+    for sub in x.get("allOf", ()):
+        n *= _alternatives(sub)
+    if isinstance(x.get("anyOf"), list):
+        n *= max(1, sum(_alternatives(sub) for sub in x["anyOf"]))
+    return n
+
+
+#: the most subschemas one rewritten ``not`` may visit (a ``$defs`` chain under ``properties`` grows as
+#: the product of its widths)
+_MAX_NEGATION_NODES = 256
+
+
+def _not_schema(n: Any, resolve: Callable[[str], Any]) -> Any:
+    """:func:`_negation`, or None when it spells out over :data:`_MAX_REWRITE_ALTERNATIVES`
+    alternatives or visits over :data:`_MAX_NEGATION_NODES` subschemas."""
+    neg = _negation(n, resolve, [_MAX_NEGATION_NODES], frozenset())
+    return None if neg is None or _alternatives(neg) > _MAX_REWRITE_ALTERNATIVES else neg
+
+
+def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: frozenset[str]) -> Any:
     """A schema admitting exactly the values ``{"not": n}`` admits, for the shapes gad rewrites, else
     None: ``not: true`` / ``false``; ``not`` of a ``type`` alone (the other types; not where it names
     ``integer`` without ``number``: the numbers with a fraction are no type); ``not`` of ``required``
@@ -3035,12 +3147,20 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     target's, ``resolve(ref)``); ``not`` of ``not`` (the schema itself); ``not`` of ``properties`` whose
     schemas are such shapes (an object with a listed name whose value is outside its schema; beside
     ``additionalProperties`` it is not independent, so not rewritten); ``not`` of several of these
-    keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation)."""
+    keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation); ``not`` of ``{}``
+    (false).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
+    (``refs``: those being followed), and into no subschema with its own ``$id`` / ``id`` (a new
+    base for the refs inside it); ``budget[0]`` counts down the subschemas visited."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None
     if n is True or n is False:
         return not n
-    if not isinstance(n, dict) or depth > 16:
+    if not isinstance(n, dict) or "$id" in n or isinstance(n.get("id"), str):
         return None
     keys = {k for k in n if not _is_annotation(k)}
+    if not keys:
+        return False
     if keys == {"type"}:
         t = _type_set(n["type"])
         if "integer" in t and "number" not in t:
@@ -3051,22 +3171,23 @@ def _not_schema(n: Any, resolve: Callable[[str], Any], depth: int = 0) -> Any:
     if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
         missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]
         return _Internal(type="object", **({"anyOf": missing} if len(missing) > 1 else missing[0]))
-    if keys == {"$ref"} and isinstance(n["$ref"], str) and n["$ref"].startswith("#"):
-        return _not_schema(resolve(n["$ref"]), resolve, depth + 1)
-    if keys == {"not"}:
-        return n["not"]
+    ref = n.get("$ref")
+    if keys == {"$ref"} and isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) and ref not in refs:
+        return _negation(resolve(ref), resolve, budget, refs | {ref})
+    if keys == {"not"}:  # (a union under two nots is left to the union code: De Morgan would multiply it out)
+        return n["not"] if _alternatives(n["not"]) == 1 else None
     if keys == {"properties"} and isinstance(n["properties"], dict):  # a listed name with a value outside its schema
-        bad = [(k, _not_schema(sub, resolve, depth + 1)) for k, sub in n["properties"].items()]
+        bad = [(k, _negation(sub, resolve, budget, refs)) for k, sub in n["properties"].items()]
         if any(x is None for _k, x in bad):
             return None
         alts = [_Internal(type="object", required=[k], properties={k: x}) for k, x in bad if x is not False]
         return _Internal(anyOf=alts) if len(alts) > 1 else alts[0] if alts else False
     if len(keys) > 1 and keys <= _NEGATABLE:  # independent keywords: not all of them holds
-        negs = [_not_schema({k: n[k]}, resolve, depth + 1) for k in sorted(keys)]
+        negs = [_negation({k: n[k]}, resolve, budget, refs) for k in sorted(keys)]
         return None if any(x is None for x in negs) else _Internal(anyOf=negs)
     if len(keys) == 1 and keys <= {"anyOf", "allOf"} and isinstance(n[next(iter(keys))], list):
         kw = next(iter(keys))
-        negs = [_not_schema(b, resolve, depth + 1) for b in n[kw]]
+        negs = [_negation(b, resolve, budget, refs) for b in n[kw]]
         if any(x is None for x in negs):
             return None
         if kw == "anyOf":  # none of the branches

@@ -552,6 +552,49 @@ def test_not_of_a_type_or_one_required_name_agrees_with_jsonschema(schema):
         agree_with_jsonschema({"$schema": "http://json-schema.org/draft-03/schema#", **schema}, values)
 
 
+def test_a_not_of_nested_unions_is_refused_not_multiplied_out():
+    """``not`` of an ``anyOf`` of ``not``s of ``anyOf``s (MaskBench's Handwritten---allany19 nests three:
+    27 pattern intersections by De Morgan, half a minute to build) stays a typed refusal at the
+    ``not``; a union under two ``not``s is not multiplied out."""
+    inner = {"not": {"anyOf": [{"pattern": "a1"}, {"pattern": "b1"}, {"pattern": "c1"}]}}
+    s = {"type": "string", "$defs": {"n": {"not": {"anyOf": [inner, inner, inner]}}}, "anyOf": [{"$ref": "#/$defs/n"}]}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(s)
+    assert (e.value.pointer, e.value.keyword) == ("/$defs/n", "not")
+    agree_with_jsonschema({"not": {"not": {"type": "string"}}}, ["x", 1, None])
+
+
+@pytest.mark.parametrize("schema,values,pointer", [
+    # a $ref into a resource with its own $id resolves against that base: not followed under not
+    ({"$defs": {"s": {"type": "null"}, "B": {"$id": "http://e.com/b", "$defs": {"s": {"type": "string"}},
+                                             "properties": {"x": {"$ref": "#/$defs/s"}}}},
+      "not": {"$ref": "#/$defs/B"}}, [{"x": "s"}, {"x": None}], ""),
+    # an anchor ref is not followed (lenient would drop it to true, and not true is false: narrower)
+    ({"$defs": {"x": {"$anchor": "s", "type": "string"}}, "properties": {"p": {"not": {"$ref": "#s"}}}}, [{"p": 1}],
+     "/properties/p"),
+    ({"oneOf": [{"$ref": "#s"}, {"required": ["a"]}], "$defs": {"x": {"$anchor": "s", "type": "string"}}}, [{"a": 1}, 1],
+     "/oneOf/0 $ref"),
+    # a recursive $ref is not negated around its cycle (the work grew as 7^depth)
+    ({"$defs": {"n": {"properties": {k: {"$ref": "#/$defs/n"} for k in "abcdefg"}}}, "not": {"$ref": "#/$defs/n"}},
+     [{}, 1], ""),
+    # De Morgan over 8 branches of 3 names: 3^8 alternatives, refused
+    ({"not": {"anyOf": [{"required": [f"k{i}", f"k{i + 1}", f"k{i + 2}"]} for i in range(8)]}}, [{}, 1], ""),
+])
+def test_not_rewrites_refuse_what_they_cannot_read_or_afford(schema, values, pointer):
+    """Shapes an adversarial review found (session 23): the rewrite of ``not`` / ``oneOf`` refuses them
+    (typed, at once), and ``lenient=True`` drops the keyword, so the grammar only gets wider."""
+    pointer, _, kw = pointer.partition(" ")
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert (e.value.pointer, e.value.keyword) == (pointer, kw or "not")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lenient = Checker(schema, lenient=True)
+    for v in values:
+        if oracle(schema, v):
+            assert lenient.accepts_value(v), v
+
+
 _DIMENSIONS = {"type": "object", "properties": {k: {"type": "number"} for k in ("length", "width", "radius", "base", "height")}}
 
 
@@ -618,6 +661,69 @@ def test_each_draft_reads_only_its_own_keywords(draft, schema):
               {"a": 1, "b": 2}, {"a": "x"}, {"a": 1, "b": None}, {"ab": 2}, {"ab": 5}, {"a": 1, "b": "s"},
               {"c": 1}]
     agree_with_jsonschema(s, values, refusable={"if"})
+
+
+@pytest.mark.parametrize("schema,values", [
+    # a merged items list, checked by an older draft's validator (enum values): items: [...] + additionalItems
+    ({"$schema": _DRAFTS["07"], "properties": {"ab": {"items": [{"type": "integer"}], "additionalItems": {"type": "string"}}},
+      "patternProperties": {"^a": {"items": [{}], "enum": [[1], [1, "x"], ["x"]]}}},
+     [{"ab": [1]}, {"ab": [1, "x"]}, {"ab": ["x"]}]),
+    ({"$schema": _DRAFTS["07"], "items": [{"minimum": 0}], "anyOf": [{"items": [{}], "enum": [[-1]]}, {"type": "null"}]},
+     [[-1], None, [0]]),
+    ({"$schema": _DRAFTS["04"], "items": [{"minimum": 0}], "anyOf": [{"items": [{}], "enum": [[-1]]}, {"type": "null"}]},
+     [[-1], None, [0]]),
+    # draft-03: required inside a dependency's schema; type "any"; a meet under additionalProperties
+    ({"$schema": _DRAFTS["03"], "properties": {"b": {}}, "dependencies": {"b": {"properties": {"a": {"required": True}}}}},
+     [{"b": 1}, {"b": 1, "a": 2}, {}]),
+    ({"$schema": _DRAFTS["03"], "dependencies": {"a": {"required": True}}}, [{"a": 1}, {}]),
+    ({"$schema": _DRAFTS["03"], "type": "any"}, [1, "x", None]),
+    ({"$schema": _DRAFTS["03"], "type": ["any", "string"], "minimum": 3}, [5, 1, "x"]),
+    ({"$schema": _DRAFTS["03"], "properties": {"xa": {"type": "object", "additionalProperties": {"type": "integer"}}},
+      "patternProperties": {"a$": {"additionalProperties": {"minimum": 0}, "enum": [{"a": -1}, {"a": 1}]}}},
+     [{"xa": {"a": -1}}, {"xa": {"a": 1}}]),
+    # the draft is jsonschema's reading of $schema: an unknown URI is 2020-12 ($ref's siblings apply)
+    ({"$schema": "https://json-schema.org/draft-07/schema#", "definitions": {"a": {"type": "integer"}},
+      "$ref": "#/definitions/a", "minimum": 5}, [1, 6]),
+    # a modifier without its keyword is an annotation
+    ({"$schema": _DRAFTS["07"], "then": {"minLength": 3}}, ["a"]),
+    ({"type": "array", "minContains": 2}, [[1], []]),
+    # a required name that is not listed takes its patterns' schemas, not additionalProperties'
+    ({"additionalProperties": {"type": "integer"}, "patternProperties": {"^b": {}}, "required": ["b"]},
+     [{"b": {}}, {"b": 1}, {"c": "x", "b": 1}, {}]),
+    ({"additionalProperties": False, "patternProperties": {"^b": {"type": "integer"}}, "required": ["b"]},
+     [{"b": 1}, {"b": "x"}, {"c": 1, "b": 1}]),
+    # a listed name's value rule under patterns is keyed by its own schema too (two union branches)
+    ({"properties": {"b": {}}, "patternProperties": {"^b": {}}, "dependentRequired": {"b": ["a"]}, "required": ["b"]},
+     [{"b": 1}, {"b": 1, "a": 2}]),
+    ({"properties": {"b": {}}, "patternProperties": {"^b": {}}, "dependentRequired": {"b": []}, "required": ["b"]},
+     [{"b": 1}, {}]),
+])
+def test_drafts_and_patterns_agree_with_jsonschema(schema, values):
+    """Shapes an adversarial review found wrong (session 23): gad's own schemas read by an older
+    draft's validator, draft-03 spellings, unknown ``$schema`` URIs, modifiers alone, and required
+    names that only a pattern lists."""
+    assert agree_with_jsonschema(schema, values) is not None
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": _DRAFTS["04"], "properties": {"a": {"$schema": _DRAFTS["2020"], "const": 1}}},
+    {"properties": {"a": {"$schema": _DRAFTS["04"], "const": 1}}},
+    {"properties": {"a": {"$ref": "#/definitions/x"}}, "definitions": {"x": {"$schema": _DRAFTS["04"], "const": 1,
+                                                                              "properties": {"b": {"const": 2}}}}},
+    {"$schema": _DRAFTS["07"], "properties": {"a": {"$schema": _DRAFTS["2020"], "$ref": "#/definitions/i", "minimum": 5}},
+     "definitions": {"i": {"type": "integer"}}},
+])
+def test_a_subschema_with_its_own_draft_is_read_under_it(schema):
+    """A ``$schema`` inside the document switches the draft for that subschema and what it holds, as
+    jsonschema reads it (draft-04 has no ``const``), except whether ``$ref``'s siblings apply: the
+    root's draft decides that, in jsonschema as in gad."""
+    agree_with_jsonschema(schema, [{"a": 1}, {"a": 2}, {"a": {"b": 1}}, {"a": 6}, {"a": "x"}, {}])
+
+
+def test_draft3_schemas_inside_type_are_refused():
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"$schema": _DRAFTS["03"], "type": [{"type": "integer"}, "string"]})
+    assert (e.value.pointer, e.value.keyword) == ("", "type")
 
 
 def test_a_key_close_to_a_keyword_is_ignored_with_a_warning():
