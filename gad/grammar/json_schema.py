@@ -278,16 +278,18 @@ _ECMA = Dialect(char=lambda o: _rx_lit(_spell(chr(o))), chars=lambda r: _unit_se
 MAX_SCHEMA_NESTING = 128  # JSON levels (objects and arrays) a schema document may nest; MaskBench's deepest: 27
 
 
-def _check_nesting(root: Any) -> None:
+def _check_nesting(root: Any) -> bool:
     """Refuse a schema document nested deeper than :data:`MAX_SCHEMA_NESTING` JSON levels (objects and
     arrays), found without recursion: past it, the checks and the conversion would overflow Python's
-    stack (a ``RecursionError`` deep inside ``jsonschema``).
+    stack (a ``RecursionError`` deep inside ``jsonschema``).  Returns whether an object below the root
+    has a ``$schema`` key (a subschema that may declare its own draft: :func:`_mark_drafts`).
 
     Raises:
         UnsupportedSchemaError: at the pointer of the first value past the limit, its key the keyword."""
     # a scan without pointers first (what every schema pays: ~0.1 ms for one with pointers made);
     # the pointers only where it finds the limit passed, by the same walk in the same order
     scan: list[tuple[Any, int]] = [(root, 1)] if isinstance(root, (dict, list)) else []
+    nested_schema = False
     while scan:
         node, depth = scan.pop()
         if depth > MAX_SCHEMA_NESTING:
@@ -295,8 +297,9 @@ def _check_nesting(root: Any) -> None:
         for v in (node.values() if isinstance(node, dict) else node):
             if isinstance(v, (dict, list)):
                 scan.append((v, depth + 1))
+                nested_schema = nested_schema or (isinstance(v, dict) and "$schema" in v)
     else:
-        return
+        return nested_schema
     todo: list[tuple[Any, str, str, int]] = [(root, "", "", 1)]
     while todo:
         node, ptr, key, depth = todo.pop()
@@ -309,6 +312,7 @@ def _check_nesting(root: Any) -> None:
         for k, v in items:
             if isinstance(v, (dict, list)):
                 todo.append((v, _ptr_join(ptr, str(k)), str(k) if isinstance(node, dict) else key, depth + 1))
+    raise AssertionError("unreachable: the scan found the limit passed")  # pragma: no cover
 
 
 def pattern_regex(pattern: str) -> str:
@@ -1116,7 +1120,7 @@ class _Gen:
         self.work: list[Any] = []
         self.n = 0
         self.depth = 0
-        _check_nesting(root)
+        nested_schema = _check_nesting(root)
         try:
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             check_schema(cls, root)  # cls.check_schema's verdict, most schemas without jsonschema
@@ -1130,7 +1134,8 @@ class _Gen:
         self.draft_class: Any = cls  # (jsonschema's reading of $schema: an unknown URI is 2020-12)
         self.draft3 = cls is jsonschema.Draft3Validator
         self.sub_drafts: dict[int, Any] = {}  # id of a subschema under another draft's $schema -> its class
-        _mark_drafts(root, cls, cls, self.sub_drafts)
+        if nested_schema:
+            _mark_drafts(root, cls, cls, self.sub_drafts)
         self._gad_validator: Any = None
 
     def flat_validator(self, flat: dict) -> Any:
