@@ -751,7 +751,10 @@ def _item_shape(d: Any) -> tuple[list[Any], Any, str] | None:
 
 class _Internal(dict[str, Any]):
     """A schema gad writes itself (a union branch, a meet): its keywords are gad's (2020-12's), read
-    whatever the document's draft; the user's subschemas inside it are read under their draft."""
+    whatever the document's draft; the user's subschemas inside it are read under their draft.
+    ``member_ptrs``, where set, are the JSON pointers its ``allOf`` members are reported at."""
+
+    member_ptrs: list[str] | None = None
 
 
 def _meet_members(x: Any) -> frozenset[str]:
@@ -1285,8 +1288,9 @@ class _Gen:
         for kw in ("allOf",):
             if kw in rest:
                 branches = rest.pop(kw)
+                at = getattr(node, "member_ptrs", None)  # (a split oneOf's branch: its members' real pointers)
                 for i, b in enumerate(branches):
-                    flat = self.merge(flat, self.flatten(b, _ptr_join(ptr, kw, i), depth + 1), ptr)
+                    flat = self.merge(flat, self.flatten(b, at[i] if at else _ptr_join(ptr, kw, i), depth + 1), ptr)
         for kw in ("anyOf", "oneOf"):
             if kw in rest:
                 branches = rest.pop(kw)
@@ -1383,7 +1387,11 @@ class _Gen:
         negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0]) for b in branches]
         if any(x is None for x in negs):
             return None
-        split = [_Internal(allOf=[b] + [x for j, x in enumerate(negs) if j != i]) for i, b in enumerate(branches)]
+        split = []
+        for i, b in enumerate(branches):
+            x = _Internal(allOf=[b] + [neg for j, neg in enumerate(negs) if j != i])
+            x.member_ptrs = [_ptr_join(ptr, "oneOf", i)] + [_ptr_join(ptr, "oneOf")] * (len(negs) - 1)
+            split.append(x)
         return split if sum(_alternatives(x) for x in split) <= 2 * _MAX_REWRITE_ALTERNATIVES else None
 
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
@@ -1558,6 +1566,18 @@ class _Gen:
         return self.kind_parts(flat, ptr)
 
     def union_parts(self, flat: dict, ptr: str) -> _Parts:
+        kw, _branches, uptr = flat["_unions"][0]
+        if not isinstance(kw, _SplitOneOf) or self.lenient:
+            return self._union_parts(flat, ptr)
+        try:
+            return self._union_parts(flat, ptr)
+        except UnsupportedSchemaError as e:
+            if e.keyword not in ("anyOf", "oneOf"):
+                raise
+            raise UnsupportedSchemaError(f"branches that overlap, split into 'this branch and no other one', make "
+                                         f"a union gad cannot build: {e.reason}", pointer=uptr, keyword="oneOf") from None
+
+    def _union_parts(self, flat: dict, ptr: str) -> _Parts:
         (kw, branches, uptr), *others = flat["_unions"]
         base = dict(flat)
         base["_unions"] = others
@@ -3153,7 +3173,7 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
     schemas are such shapes (an object with a listed name whose value is outside its schema; beside
     ``additionalProperties`` it is not independent, so not rewritten); ``not`` of several of these
     keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation); ``not`` of ``{}``
-    (false).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
+    (false); ``not`` of ``enum`` / ``const`` of ``null`` / ``true`` / ``false`` only (the other values).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
     (``refs``: those being followed), and into no subschema with its own ``$id`` / ``id`` (a new
     base for the refs inside it); ``budget[0]`` counts down the subschemas visited."""
     budget[0] -= 1
@@ -3172,6 +3192,16 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
             return None
         rest = [k for k in ("object", "array", "string", "number", "boolean", "null") if k not in t]
         return _Internal(type=rest) if rest else False
+    if len(keys) == 1 and keys <= {"enum", "const"}:  # of null / true / false only: the other values
+        vals = n["enum"] if "enum" in n else [n["const"]]
+        if not isinstance(vals, list) or not all(v is None or isinstance(v, bool) for v in vals):
+            return None
+        others = ["object", "array", "string", "number"] + ([] if None in vals else ["null"])
+        bools = [b for b in (True, False) if not any(v is b for v in vals)]
+        if len(bools) == 2:
+            others.append("boolean")
+        alts = [_Internal(type=others)] + ([_Internal(enum=bools)] if len(bools) == 1 else [])
+        return alts[0] if len(alts) == 1 else _Internal(anyOf=alts)
     req = n.get("required")
     if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
         missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]

@@ -534,6 +534,8 @@ def test_string_enum_over_one_terminals_budget_is_split_into_several():
     {"not": {"$ref": "#/$defs/both"}, "$defs": {"both": {"required": ["image", "n"]}}},
     {"not": {"anyOf": [{"type": "string"}, {"required": ["n"]}]}},
     {"not": {"properties": {"image": {"type": "string"}}}},
+    {"not": {"const": None}}, {"not": {"enum": [True, None]}}, {"not": {"const": False}},
+    {"type": "object", "properties": {"image": {"not": {"enum": [None, True, False]}}}},
     {"not": {"properties": {"image": {"type": "string"}}, "required": ["image"]}},
     {"oneOf": [{"properties": {"image": {"type": "string"}}, "required": ["image"]},
                {"properties": {"n": {"type": "number"}}, "required": ["n"]}]},

@@ -138,6 +138,9 @@ _obj_json = st.dictionaries(st.sampled_from(_KEYS + ["z"]), st.sampled_from([0, 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["anyOf", "oneOf"]), st.lists(_branch, min_size=2, max_size=3),
        st.lists(_obj_json, min_size=10, max_size=10))
+@example(kw="oneOf", branches=[{"type": "object", "properties": {}, "required": ["k"]},  # (a split oneOf refused
+                               {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["a"]}],
+         values=[{}, {"k": 1}, {"a": 1}, {"k": "s", "a": 1}])  # at the oneOf, not at its internal anyOf)
 def test_random_object_unions_accept_iff_jsonschema_validates(kw, branches, values):
     agree_with_jsonschema({kw: branches}, values, refusable=(kw, "minProperties"))
 
