@@ -722,7 +722,8 @@ _KEYWORDS = frozenset({
     "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
     "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
     "pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy"})
+    "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy",
+    "gad:notIn"})  # (gad's own, in the schemas it writes only: no draft defines it, so a user's is dropped)
 
 
 _DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
@@ -769,8 +770,24 @@ def _meet_members(x: Any) -> frozenset[str]:
 
 
 def _schema_meet(x: Any, y: Any) -> Any:
-    """The schema of both ``x`` and ``y`` (``true`` is the unit)."""
-    return x if y is True else y if x is True else _Internal(allOf=[x, y])
+    """The schema of both ``x`` and ``y`` (``true`` is the unit; a schema meets itself)."""
+    return x if y is True or _same_schema(x, y) else y if x is True else _Internal(allOf=[x, y])
+
+
+def _same_schema(x: Any, y: Any) -> bool:
+    """``x`` and ``y`` are the same schema object or written alike, value for value and type for type
+    (``true`` and ``1``, ``1`` and ``1.0``, a dict and gad's :class:`_Internal` apart: a cheap, sure
+    test, not equivalence)."""
+    if x is y:
+        return True
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return (len(x) == len(y) and getattr(x, "member_ptrs", None) == getattr(y, "member_ptrs", None)
+                and all(k in y and _same_schema(v, y[k]) for k, v in x.items()))
+    if isinstance(x, list):
+        return len(x) == len(y) and all(_same_schema(a, b) for a, b in zip(x, y, strict=True))
+    return bool(x == y)
 
 
 def _whole(v: float) -> bool:
@@ -1206,6 +1223,20 @@ class _Gen:
                 raise InvalidSchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
         return node, frag
 
+    def names_keyword(self, ptr: str, keyword: str) -> bool:
+        """The user's schema holds ``keyword`` in the object at JSON pointer ``ptr`` (a pointer gad made
+        for a schema it wrote, such as a rewritten ``not``'s union, does not)."""
+        node: Any = self.root
+        for part in ptr.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return False
+        return isinstance(node, dict) and keyword in node
+
     def check_base(self, ptr: str) -> None:
         """Refuse a ``#...`` reference made inside a subschema with its own ``$id`` (draft-04's ``id``):
         it resolves against that resource, not the root document (a bundled schema's ``$defs``
@@ -1296,8 +1327,13 @@ class _Gen:
                 branches = rest.pop(kw)
                 if flat is not _FALSE:
                     split = self.split_one_of(branches, ptr) if kw == "oneOf" else None
-                    kind = kw if split is None else _SplitOneOf(kw)
-                    flat["_unions"].append((kind, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(split or branches)], ptr))
+                    plain = [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(branches)]
+                    if split is None:
+                        flat["_unions"].append((kw, plain, ptr))
+                    else:  # (tried as written first: union_parts)
+                        kind = _Rewrite(kw)
+                        kind.plain = plain
+                        flat["_unions"].append((kind, [(b, _ptr_join(ptr, kw, i)) for i, b in enumerate(split)], ptr))
         for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
             # {A: [B, ...]} / {A: S}: A absent, or A present with B ... required / S (an anyOf)
             deps = rest.pop(kw, None)
@@ -1339,6 +1375,19 @@ class _Gen:
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
                 rest.pop("not")
                 flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
+        if "if" in rest:
+            cases = self.conditional(rest, ptr)
+            if cases is not None:  # (else "if" stays, and is refused where it constrains: kind_parts)
+                for kw in ("if", "then", "else"):
+                    rest.pop(kw, None)
+                if flat is _FALSE:
+                    pass
+                elif not cases:
+                    flat = _FALSE
+                elif len(cases) == 1:
+                    flat = self.merge(flat, self.flatten(cases[0][0], cases[0][1], depth + 1), ptr)
+                else:
+                    flat["_unions"].append((_Rewrite("if"), cases, ptr))
         own: dict = {"_ptr": {}, "_unions": []}
         for kw, v in rest.items():
             if _is_annotation(kw):
@@ -1394,6 +1443,30 @@ class _Gen:
             split.append(x)
         return split if sum(_alternatives(x) for x in split) <= 2 * _MAX_REWRITE_ALTERNATIVES else None
 
+    def conditional(self, rest: dict, ptr: str) -> list[tuple[Any, str]] | None:
+        """``if`` / ``then`` / ``else`` of a schema (its keywords ``rest``, at ``ptr``) as disjoint cases,
+        each a schema with its pointer: "``if`` and ``then``" and "not ``if`` and ``else``" (JSON Schema
+        2020-12 section 10.2.2.1; an absent ``then`` / ``else`` is ``true``), a ``false`` case left
+        out; ``[]`` when no value is valid.  The second case needs ``if``'s negation
+        (:func:`_not_schema`); None when gad cannot write it (the ``if`` is then refused)."""
+        cond, then, other = rest["if"], rest.get("then", True), rest.get("else", True)
+        at_if = _ptr_join(ptr, "if")
+        if then is True and other is True:
+            return [(True, at_if)]  # (an if alone constrains nothing)
+        cases: list[tuple[Any, str]] = []
+        if then is not False:
+            yes = _Internal(allOf=[cond, then])
+            yes.member_ptrs = [at_if, _ptr_join(ptr, "then")]
+            cases.append((yes, _ptr_join(ptr, "then")))
+        if other is not False:
+            neg = _not_schema(cond, lambda ref: self.resolve(ref, at_if)[0])
+            if neg is None:
+                return None
+            no = _Internal(allOf=[neg, other])
+            no.member_ptrs = [at_if, _ptr_join(ptr, "else")]
+            cases.append((no, _ptr_join(ptr, "else")))
+        return cases
+
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
         if a is _FALSE or b is _FALSE:
             return _FALSE
@@ -1427,6 +1500,8 @@ class _Gen:
                 pass  # merged below, needs both sides
             elif kw == "uniqueItems":
                 out[kw] = bool(u) or bool(v)
+            elif kw == "gad:notIn":
+                out[kw] = list(u) + [x for x in v if not any(_json_eq(x, y) for y in u)]
             elif _json_eq(u, v):
                 pass
             else:
@@ -1566,16 +1641,30 @@ class _Gen:
         return self.kind_parts(flat, ptr)
 
     def union_parts(self, flat: dict, ptr: str) -> _Parts:
+        """The parts of ``flat``'s first union (each branch merged with the rest of ``flat``).  A split
+        ``oneOf`` (:meth:`split_one_of`) is first built as written, which is exact when its branches
+        prove disjoint and gives a smaller grammar; a rewrite gad cannot build is refused at the
+        keyword rewritten (UnsupportedSchemaError), not at the union gad wrote."""
         kw, _branches, uptr = flat["_unions"][0]
-        if not isinstance(kw, _SplitOneOf) or self.lenient:
+        if not isinstance(kw, _Rewrite) or self.lenient:
             return self._union_parts(flat, ptr)
+        plain = kw.plain
+        if plain is not None:
+            try:
+                return self._union_parts(dict(flat, _unions=[(str(kw), plain, uptr)] + flat["_unions"][1:]), ptr)
+            except UnsupportedSchemaError as e:
+                if e.keyword not in ("anyOf", "oneOf") or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
+                    raise
         try:
             return self._union_parts(flat, ptr)
         except UnsupportedSchemaError as e:
-            if e.keyword not in ("anyOf", "oneOf"):
+            # (a union of the user's, inside, is refused where it is; one gad wrote, at the keyword rewritten)
+            if e.keyword not in ("anyOf", "oneOf", str(kw)) or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
                 raise
-            raise UnsupportedSchemaError(f"branches that overlap, split into 'this branch and no other one', make "
-                                         f"a union gad cannot build: {e.reason}", pointer=uptr, keyword="oneOf") from None
+            how = ("if / then / else, written as '(if and then) or (not if and else)', makes" if kw == "if" else
+                   "branches that overlap, split into 'this branch and no other one', make")
+            raise UnsupportedSchemaError(f"{how} a union gad cannot build: {e.reason}", pointer=uptr,
+                                         keyword=str(kw)) from None
 
     def _union_parts(self, flat: dict, ptr: str) -> _Parts:
         (kw, branches, uptr), *others = flat["_unions"]
@@ -2118,6 +2207,9 @@ class _Gen:
             p.lits.add("null")
         if "boolean" in kinds:
             p.lits |= {"true", "false"}
+        for v, lit in ((None, "null"), (True, "true"), (False, "false")):
+            if any(x is v for x in flat.get("gad:notIn", ())):
+                p.lits.discard(lit)
         if "string" in kinds:
             p.string = self.string_content(flat, ptr)
         if "number" in kinds or "integer" in kinds:
@@ -2137,6 +2229,28 @@ class _Gen:
         has_len = lo > 0 or hi is not None
         if hi is not None and lo > hi:
             return None
+        banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
+        if banned:  # a rewritten not of an enum (_negation): the strings none of these
+            out = _not_keys_regex(banned, quoted=False)
+            if has_len or fmt is not None or pat is not None:
+                rest = self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
+                if rest is None:
+                    return None
+                if rest == "*":  # (an unknown format; or the keywords dropped, lenient)
+                    return self.fitting(out, pp.get("gad:notIn", ptr), "not")
+                if not isinstance(rest, str):  # (a chain of chunks or an intersection terminal)
+                    self.unsupported(pp.get("gad:notIn", ptr), "not", "a not of strings beside a length bound "
+                                     "over gad's chain limit or an intersection terminal")
+                    return rest
+                ok, rx = _intersect_content([rest, out])
+                if not ok:
+                    self.unsupported(pp.get("gad:notIn", ptr), "not", "a not of strings beside pattern / length "
+                                     "/ format needs an automaton intersection too large to write as one terminal")
+                    return rest
+                if rx is None:
+                    return None
+                out = rx
+            return self.fitting(out, pp.get("gad:notIn", ptr), "not")
         if fmt is not None and fmt not in FORMATS:
             if fmt in SPEC_FORMATS_REFUSED or (self.draft3 and fmt in _DRAFT3_FORMATS):
                 self.unsupported(pp.get("format", ptr), "format", f"the string format {fmt!r} (defined by "
@@ -3034,17 +3148,20 @@ def _string_terminal(string: str | _Meet) -> str:
 def _unflatten(flat: dict) -> _Internal:
     """The schema a flattened one means, in gad's reading (2020-12's keywords at its top and in the
     :class:`_Internal` schemas inside; the user's subschemas inside it under their own draft)."""
-    out = _Internal((k, v) for k, v in flat.items() if not k.startswith("_"))
-    if flat["_unions"]:
-        out["allOf"] = [_Internal({"oneOf" if kw == "oneOf" else "anyOf": [b for b, _p in br]})
-                        for kw, br, _up in flat["_unions"]]
+    out = _Internal((k, v) for k, v in flat.items() if not k.startswith("_") and k != "gad:notIn")
+    extra = [_Internal(anyOf=[b for b, _p in br]) if kw != "oneOf" else _Internal(oneOf=[b for b, _p in br])
+             for kw, br, _up in flat["_unions"]]
+    if "gad:notIn" in flat:
+        extra.append(_Internal({"not": _Internal(enum=flat["gad:notIn"])}))
+    if extra:
+        out["allOf"] = extra
     return out
 
 
 #: keywords gad writes in its own schemas whose meaning differs in some draft (draft-03 has no
-#: ``allOf`` / ``anyOf`` / ``oneOf`` and a boolean ``required``; drafts 03/04 spell the exclusive
+#: ``allOf`` / ``anyOf`` / ``oneOf`` / ``not`` and a boolean ``required``; drafts 03/04 spell the exclusive
 #: bounds as booleans)
-_GAD_KEYWORDS = ("required", "exclusiveMinimum", "exclusiveMaximum", "allOf", "anyOf", "oneOf")
+_GAD_KEYWORDS = ("required", "exclusiveMinimum", "exclusiveMaximum", "allOf", "anyOf", "oneOf", "not")
 
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")  # keyword -> {name: schema}
@@ -3121,14 +3238,19 @@ def _near_keyword(key: str) -> str | None:
 _NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties"})
 
 
-class _SplitOneOf(str):
-    """The union kind of a ``oneOf`` gad rewrote into disjoint branches (:meth:`_Gen.split_one_of`): it
-    reads ``"oneOf"`` in messages, and the union needs no disjointness check."""
+class _Rewrite(str):
+    """The union kind of a keyword gad rewrote into disjoint branches: a ``oneOf`` split into "this
+    branch and no other one" (:meth:`_Gen.split_one_of`), ``if`` / ``then`` / ``else`` as "(if and
+    then) or (not if and else)" (:meth:`_Gen.conditional`).  It reads as the keyword in messages,
+    and the union needs no disjointness check.  A split ``oneOf``'s ``plain`` holds its branches as
+    written (with their pointers), which :meth:`_Gen.union_parts` tries first."""
+
+    plain: list[tuple[Any, str]] | None = None
 
 
 def _is_one_of(kind: str) -> bool:
     """A union of kind ``kind`` must be checked for overlapping branches (a ``oneOf`` not split)."""
-    return kind == "oneOf" and not isinstance(kind, _SplitOneOf)
+    return kind == "oneOf" and not isinstance(kind, _Rewrite)
 
 
 #: the most alternatives a rewritten ``not`` (a split ``oneOf``: twice that) may spell out (:func:`_alternatives`):
@@ -3173,7 +3295,9 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
     schemas are such shapes (an object with a listed name whose value is outside its schema; beside
     ``additionalProperties`` it is not independent, so not rewritten); ``not`` of several of these
     keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation); ``not`` of ``{}``
-    (false); ``not`` of ``enum`` / ``const`` of ``null`` / ``true`` / ``false`` only (the other values).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
+    (false); ``not`` of ``enum`` / ``const`` of strings, ``null``, ``true`` and ``false`` only (the other
+    values: gad's own keyword ``gad:notIn``, read by :meth:`_Gen.kind_parts` and written back as ``not``
+    of an ``enum`` for ``jsonschema`` by :func:`_unflatten`).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
     (``refs``: those being followed), and into no subschema with its own ``$id`` / ``id`` (a new
     base for the refs inside it); ``budget[0]`` counts down the subschemas visited."""
     budget[0] -= 1
@@ -3192,16 +3316,11 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
             return None
         rest = [k for k in ("object", "array", "string", "number", "boolean", "null") if k not in t]
         return _Internal(type=rest) if rest else False
-    if len(keys) == 1 and keys <= {"enum", "const"}:  # of null / true / false only: the other values
+    if len(keys) == 1 and keys <= {"enum", "const"}:  # of strings / null / true / false: the other values
         vals = n["enum"] if "enum" in n else [n["const"]]
-        if not isinstance(vals, list) or not all(v is None or isinstance(v, bool) for v in vals):
+        if not isinstance(vals, list) or not all(v is None or isinstance(v, (bool, str)) for v in vals):
             return None
-        others = ["object", "array", "string", "number"] + ([] if None in vals else ["null"])
-        bools = [b for b in (True, False) if not any(v is b for v in vals)]
-        if len(bools) == 2:
-            others.append("boolean")
-        alts = [_Internal(type=others)] + ([_Internal(enum=bools)] if len(bools) == 1 else [])
-        return alts[0] if len(alts) == 1 else _Internal(anyOf=alts)
+        return _Internal({"gad:notIn": vals}) if vals else True
     req = n.get("required")
     if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
         missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]
@@ -3244,8 +3363,9 @@ def _type_meet(a: set[str], b: set[str]) -> set[str]:
     return out if out or not (a and b) else set()
 
 
-def _not_keys_regex(keys: list[str]) -> str:
-    """Regex for canonical JSON strings (quotes included) whose value is none of ``keys``.
+def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
+    """Regex for canonical JSON strings (quotes included; with ``quoted=False`` their content only)
+    whose value is none of ``keys``.
 
     Written as three tries walked in lockstep (deviate by a raw character / by an escape / stop
     early), so that the automaton has about one state per trie node plus one shared tail.
@@ -3257,7 +3377,8 @@ def _not_keys_regex(keys: list[str]) -> str:
             node = node.setdefault(c, {})
         node["\0end"] = True
     specials = any(c in _SPECIAL_SET for k in keys for c in k)
-    tail = f"{UNIT}*\""
+    close = '"' if quoted else ""
+    tail = f"{UNIT}*{close}"
 
     def kids(node: dict) -> list[str]:
         return [c for c in node if c != "\0end"]
@@ -3268,17 +3389,28 @@ def _not_keys_regex(keys: list[str]) -> str:
         body = xs[0] if len(xs) == 1 and not optional else "(?:" + "|".join(xs) + ")"
         return body + ("?" if optional else "")
 
+    def ends(node: dict, xs: list[str]) -> str | None:
+        """The alternatives ``xs`` after a trie path to ``node``, with stopping there when it is not a
+        key; None: no way on."""
+        stop = "\0end" not in node
+        if quoted:
+            xs = ([close] if stop else []) + xs
+            stop = False
+        if not xs:
+            return "" if stop else None
+        return alt(xs, optional=stop)
+
     if specials:  # rare: one trie, each node with its own way out
-        def rx(node: dict) -> str:
-            alts = [] if "\0end" in node else ['"']
+        def rx(node: dict) -> str | None:
             chars = kids(node)
-            alts += [_rx_lit(_spell(c)) + rx(node[c]) for c in chars]
+            alts = [_rx_lit(_spell(c)) + r for c in chars if (r := rx(node[c])) is not None]
             others = _unit_set(_complement([(ord(c), ord(c)) for c in chars])) if chars else UNIT
             if others:
                 alts.append(f"{others}{tail}")
-            return alt(alts)
+            return ends(node, alts)
 
-        return '"' + rx(trie)
+        body = rx(trie)
+        return close + (body if body is not None else "(?!)")
 
     def deviate(node: dict) -> str:  # a trie path, then a raw character leaving the trie
         chars = kids(node)
@@ -3290,13 +3422,12 @@ def _not_keys_regex(keys: list[str]) -> str:
     def paths(node: dict) -> str:  # any trie path (possibly empty)
         return alt([_rx_lit(c) + paths(node[c]) for c in kids(node)], optional=True)
 
-    def early(node: dict) -> str:  # a trie path that is not a key, then the closing quote
-        alts = [] if "\0end" in node else ['"']
-        alts += [_rx_lit(c) + early(node[c]) for c in kids(node) if _has_nonkey(node[c])]
-        return alt(alts)
+    def early(node: dict) -> str | None:  # a trie path that is not a key, then the end
+        return ends(node, [_rx_lit(c) + e for c in kids(node) if _has_nonkey(node[c]) and (e := early(node[c])) is not None])
 
     esc = "\\\\(?:[btnfr\"\\\\]|u00(?:0[0-7bef]|1[0-9a-f]))"
-    return f'"(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}|{early(trie)})'
+    stop = early(trie)
+    return f'{close}(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}' + (f"|{stop})" if stop is not None else ")")
 
 
 def _has_nonkey(node: dict) -> bool:
