@@ -266,6 +266,28 @@ def note_int_range(regexp: str, lo: int, hi: int) -> str:
     return regexp
 
 
+# Regexps of "a string of the frame's language but none of these words" written by gad's schema
+# converter (the other keys of an object, the strings outside a ``not`` of an enum): their automata are
+# built as the frame's automaton minus the words' trie (:func:`words_fsm`), not by interegular's
+# construction of the regexp (three tries in lockstep, each nesting built as its own automaton: 30
+# words of 4-10 letters were over 10,000 intermediate states, refused as too large).
+_NOT_WORDS: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
+
+
+def note_not_words(regexp: str, frame: str, words: list[str]) -> str:
+    """Record that ``regexp`` denotes the language of regexp ``frame`` without the strings ``words``,
+    so that :func:`regex_fsm` builds its automaton as ``frame``'s minus ``words``'s; returns
+    ``regexp``.  The caller vouches for the equality (``tests/grammar/test_schema_conditionals.py``
+    checks the schema converter's against interegular's automaton of the regexp).  Kept for the last
+    :data:`INT_RANGES_SIZE` regexps; an older one is built from its text again."""
+    with _crawl_lock:
+        _NOT_WORDS[regexp] = (frame, tuple(words))
+        _NOT_WORDS.move_to_end(regexp)
+        while len(_NOT_WORDS) > INT_RANGES_SIZE:
+            _NOT_WORDS.popitem(last=False)
+    return regexp
+
+
 def int_range_of(regexp: str) -> tuple[int, int] | None:
     """The bounds :func:`note_int_range` recorded for ``regexp``, or for the last branch of
     ``regexp`` when it is a union ``(?:A|B)`` with ``B`` a recorded range (see
@@ -541,6 +563,16 @@ def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
     meet = meet_parts(regexp)
     if meet is not None:
         return _meet_fsm(meet, max_states)
+    not_words = _NOT_WORDS.get(regexp)
+    if not_words is not None:
+        frame, words = not_words
+        trie = words_fsm(list(words))
+        if len(trie.states) > max_states:
+            raise AutomatonTooLarge
+        outer = _build_fsm(frame, max_states)
+        rest = budgeted(lambda: outer.difference(trie), max_states)
+        small = minimize(rest)
+        return rest if small is None else small
     rng = _INT_RANGES.get(regexp)
     if rng is not None:
         direct = int_range_fsm(*rng)

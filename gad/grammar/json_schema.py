@@ -127,7 +127,9 @@ import hashlib
 import json
 import math
 import re
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -140,6 +142,7 @@ import jsonschema
 from interegular.fsm import FSM as _FSM
 from interegular.fsm import Alphabet as _Alphabet
 from interegular.fsm import anything_else as _anything_else
+from lark.load_grammar import eval_escaping
 
 from gad.errors import (
     EmptyLanguageError,
@@ -162,6 +165,7 @@ from gad.grammar.automata import (
     int_range_union,
     minimize,
     note_int_range,
+    note_not_words,
     regex_fsm,
 )
 from gad.grammar.regex_ast import (
@@ -472,14 +476,26 @@ def _int_range(lo: int | None, hi: int | None) -> str | None:
 
 
 _INT_RANGE_LINE = re.compile(r"^// gad:int-range (-?[0-9]{1,400}) (-?[0-9]{1,400})$", re.M)
+_NOT_WORDS_LINE = re.compile(r"^// gad:not-words (\{.*\})$", re.M)
 
 
 def note_int_ranges(text: str) -> None:
     """Record the integer ranges grammar text written by :func:`convert` names in its
     ``// gad:int-range LO HI`` comment lines (Lark ignores them), so that their terminals' automata are
     built from the bounds (:func:`gad.grammar.automata.int_range_fsm`) in any process that reads the
-    text, not only the one that converted the schema.  Each range's regexp is made again here: a
-    line can only record a regexp together with its true bounds."""
+    text, not only the one that converted the schema; and the same for its ``// gad:not-words
+    {"keys": [...], "quoted": ...}`` lines (the JSON strings other than the keys, whose automata are
+    the strings' minus the keys' trie: :func:`_not_keys_regex`).  Each regexp is made again here: a
+    line can only record a regexp together with its true language."""
+    if "// gad:not-words " in text:
+        for line in _NOT_WORDS_LINE.findall(text):
+            try:
+                spec = json.loads(line)
+                keys, quoted = spec["keys"], spec["quoted"]
+            except (ValueError, TypeError, KeyError):
+                continue
+            if isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(quoted, bool):
+                _not_keys_regex(keys, quoted)  # (records it: note_not_words)
     if "// gad:int-range" not in text:
         return
     for lo, hi in _INT_RANGE_LINE.findall(text):
@@ -723,7 +739,7 @@ _KEYWORDS = frozenset({
     "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
     "pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy",
-    "gad:notIn"})  # (gad's own, in the schemas it writes only: no draft defines it, so a user's is dropped)
+    "gad:notIn"})  # (gad's own, in flattened schemas only: no draft defines it, so a user's is dropped)
 
 
 _DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
@@ -769,9 +785,13 @@ def _meet_members(x: Any) -> frozenset[str]:
     return frozenset((json.dumps(x, sort_keys=True, default=str),))
 
 
-def _schema_meet(x: Any, y: Any) -> Any:
-    """The schema of both ``x`` and ``y`` (``true`` is the unit; a schema meets itself)."""
-    return x if y is True or _same_schema(x, y) else y if x is True else _Internal(allOf=[x, y])
+def _schema_meet(x: Any, y: Any, alike: bool = True) -> Any:
+    """The schema of both ``x`` and ``y`` (``true`` is the unit; a schema meets itself, and with
+    ``alike`` so does one written alike: not where subschemas switch drafts, as a copy may be read
+    under another draft)."""
+    if y is True or x is y or (alike and _same_schema(x, y)):
+        return x
+    return y if x is True else _Internal(allOf=[x, y])
 
 
 def _same_schema(x: Any, y: Any) -> bool:
@@ -1106,8 +1126,9 @@ def _json_eq(a: Any, b: Any) -> bool:
 # ------------------------------------------------------------------------------------ converter
 class _Gen:
     def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool,
-                 dead: frozenset[str] = frozenset()) -> None:
+                 dead: frozenset[str] = frozenset(), split: frozenset[str] = frozenset()) -> None:
         self.root = root
+        self.split = split  # pointers of the split oneOfs whose branches as written make no union
         # pointers of property schemas found to admit no value only once the grammar was pruned
         # (an object requiring a property it forbids): their names are banned from the start
         self.dead_ptrs = dead
@@ -1222,6 +1243,30 @@ class _Gen:
             else:
                 raise InvalidSchemaError(f"$ref {ref!r} does not resolve", pointer=ptr)
         return node, frag
+
+    def refused_inside(self, e: UnsupportedSchemaError, uptr: str, kinds: tuple[str, ...]) -> UnsupportedSchemaError | None:
+        """The refusal to raise for ``e``, met while building the union gad wrote at ``uptr``: ``e``
+        itself where it names a keyword of the user's (a union of theirs inside, or no union at
+        all), ``e`` at the user's ``not`` / ``if`` whose own rewrite (below ``uptr``) made it, or None
+        where it is the union's own (a keyword of ``kinds`` at a pointer gad made for it)."""
+        if e.keyword not in kinds or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
+            return e
+        if e.pointer != uptr:
+            at, kw = self.rewritten_at(e.pointer)
+            if self.names_keyword(at, kw) and at != uptr and at.startswith(uptr + "/"):
+                return UnsupportedSchemaError(e.reason, pointer=at, keyword=kw)
+        return None
+
+    def rewritten_at(self, ptr: str) -> tuple[str, str]:
+        """(pointer, keyword) of the user's ``not`` / ``if`` whose rewrite gad's schema at ``ptr`` is
+        part of (the rewrite's pointers run on below the keyword: ``/a/not/properties/b``), for a
+        refusal to name; ``(ptr, "not")`` when none is found."""
+        parts = ptr.split("/")
+        for i in range(len(parts) - 1, 0, -1):
+            at, kw = "/".join(parts[:i]), parts[i]
+            if kw in ("not", "if") and self.names_keyword(at, kw):
+                return at, kw
+        return ptr, "not"
 
     def names_keyword(self, ptr: str, keyword: str) -> bool:
         """The user's schema holds ``keyword`` in the object at JSON pointer ``ptr`` (a pointer gad made
@@ -1370,6 +1415,9 @@ class _Gen:
                 if present is not False:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
+        not_in = None
+        if isinstance(node, _Internal) and isinstance(rest.get("not"), _Internal) and set(rest["not"]) == {"enum"}:
+            not_in = rest.pop("not")["enum"]  # (gad's own not of an enum, from _negation)
         if "not" in rest:
             neg = _not_schema(rest["not"], lambda ref: self.resolve(ref, _ptr_join(ptr, "not"))[0])
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
@@ -1389,6 +1437,9 @@ class _Gen:
                 else:
                     flat["_unions"].append((_Rewrite("if"), cases, ptr))
         own: dict = {"_ptr": {}, "_unions": []}
+        if not_in is not None:
+            own["gad:notIn"] = not_in
+            own["_ptr"]["gad:notIn"] = ptr
         for kw, v in rest.items():
             if _is_annotation(kw):
                 if kw not in _KEYWORDS and kw not in _ANNOTATIONS and not kw.startswith(("_", "x-")):
@@ -1524,10 +1575,10 @@ class _Gen:
                 props = {}
                 for k in list(pa) + [k for k in pb if k not in pa]:
                     sa, sb = pa.get(k, xa), pb.get(k, xb)
-                    props[k] = _schema_meet(sa, sb)
+                    props[k] = _schema_meet(sa, sb, not self.sub_drafts)
                 out["properties"] = props
                 if "additionalProperties" in a or "additionalProperties" in b:
-                    out["additionalProperties"] = _schema_meet(xa, xb)
+                    out["additionalProperties"] = _schema_meet(xa, xb, not self.sub_drafts)
             else:
                 for kw in ("properties", "additionalProperties"):
                     if kw in b:
@@ -1554,11 +1605,12 @@ class _Gen:
         for kw in _ITEM_KEYWORDS:
             out.pop(kw, None)
         n = max(len(pa), len(pb))
-        prefix = [_schema_meet(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb) for i in range(n)]
+        alike = not self.sub_drafts
+        prefix = [_schema_meet(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb, alike) for i in range(n)]
         if prefix:
             out["prefixItems"] = prefix
             out["_ptr"]["prefixItems"] = ptr_a if len(pa) >= len(pb) else ptr_b
-        out["items"] = _schema_meet(ra, rb)
+        out["items"] = _schema_meet(ra, rb, alike)
         out["_ptr"]["items"] = ptr_a
 
     # ------------------------------------------------------------------------ value rules
@@ -1645,22 +1697,34 @@ class _Gen:
         ``oneOf`` (:meth:`split_one_of`) is first built as written, which is exact when its branches
         prove disjoint and gives a smaller grammar; a rewrite gad cannot build is refused at the
         keyword rewritten (UnsupportedSchemaError), not at the union gad wrote."""
+        rewrites = [u for u in flat["_unions"] if isinstance(u[0], _Rewrite)]
+        size = math.prod(len(br) for _k, br, _p in flat["_unions"])
+        if rewrites and size > _MAX_REWRITE_PRODUCT:
+            for rkw, _br, rptr in rewrites:  # (strict: the first one raises; lenient: each is dropped)
+                self.unsupported(rptr, str(rkw), f"with the unions beside it, its rewrite spells out {size:,} "
+                                 f"alternatives (gad's limit: {_MAX_REWRITE_PRODUCT})")
+            flat = dict(flat, _unions=[u for u in flat["_unions"] if not isinstance(u[0], _Rewrite)])  # (lenient)
+            if not flat["_unions"]:
+                return self.parts(None, ptr, flat)
         kw, _branches, uptr = flat["_unions"][0]
         if not isinstance(kw, _Rewrite) or self.lenient:
             return self._union_parts(flat, ptr)
         plain = kw.plain
-        if plain is not None:
+        if plain is not None and uptr not in self.split:
             try:
                 return self._union_parts(dict(flat, _unions=[(str(kw), plain, uptr)] + flat["_unions"][1:]), ptr)
             except UnsupportedSchemaError as e:
-                if e.keyword not in ("anyOf", "oneOf") or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
-                    raise
+                inner = self.refused_inside(e, uptr, ("anyOf", "oneOf"))
+                if inner is not None:
+                    raise inner from None
+                # (the attempt left memos of rules it never finished: the conversion starts again)
+                raise _SplitFirst(uptr) from None
         try:
             return self._union_parts(flat, ptr)
         except UnsupportedSchemaError as e:
-            # (a union of the user's, inside, is refused where it is; one gad wrote, at the keyword rewritten)
-            if e.keyword not in ("anyOf", "oneOf", str(kw)) or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
-                raise
+            inner = self.refused_inside(e, uptr, ("anyOf", "oneOf", str(kw)))
+            if inner is not None:
+                raise inner from None
             how = ("if / then / else, written as '(if and then) or (not if and else)', makes" if kw == "if" else
                    "branches that overlap, split into 'this branch and no other one', make")
             raise UnsupportedSchemaError(f"{how} a union gad cannot build: {e.reason}", pointer=uptr,
@@ -1779,7 +1843,7 @@ class _Gen:
             r = self.any_object() if kind == "obj" else self.any_array()
         setattr(out, kind, r)
         setattr(out, kind + "_any", getattr(wide, kind + "_any") if wide is not None else True)
-        setattr(out, kind + "_key", ("wide", uptr))
+        setattr(out, kind + "_key", ("wide", r))  # (by content: two unions may share a pointer)
 
     def combine_objects(self, out: _Parts, objs: list[tuple[str, bool, Any, str]], kw: str, uptr: str,
                         base: Any) -> None:
@@ -2232,25 +2296,26 @@ class _Gen:
         banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
         if banned:  # a rewritten not of an enum (_negation): the strings none of these
             out = _not_keys_regex(banned, quoted=False)
+            not_at = self.rewritten_at(pp.get("gad:notIn", ptr))
             if has_len or fmt is not None or pat is not None:
                 rest = self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
                 if rest is None:
                     return None
                 if rest == "*":  # (an unknown format; or the keywords dropped, lenient)
-                    return self.fitting(out, pp.get("gad:notIn", ptr), "not")
+                    return self.fitting(out, *not_at)
                 if not isinstance(rest, str):  # (a chain of chunks or an intersection terminal)
-                    self.unsupported(pp.get("gad:notIn", ptr), "not", "a not of strings beside a length bound "
+                    self.unsupported(*not_at, "a not of strings beside a length bound "
                                      "over gad's chain limit or an intersection terminal")
                     return rest
                 ok, rx = _intersect_content([rest, out])
                 if not ok:
-                    self.unsupported(pp.get("gad:notIn", ptr), "not", "a not of strings beside pattern / length "
+                    self.unsupported(*not_at, "a not of strings beside pattern / length "
                                      "/ format needs an automaton intersection too large to write as one terminal")
                     return rest
                 if rx is None:
                     return None
                 out = rx
-            return self.fitting(out, pp.get("gad:notIn", ptr), "not")
+            return self.fitting(out, *not_at)
         if fmt is not None and fmt not in FORMATS:
             if fmt in SPEC_FORMATS_REFUSED or (self.draft3 and fmt in _DRAFT3_FORMATS):
                 self.unsupported(pp.get("format", ptr), "format", f"the string format {fmt!r} (defined by "
@@ -2308,6 +2373,10 @@ class _Gen:
         state budget (built now, and kept for the grammar's validation: :func:`regex_fsm` caches it),
         else ``"*"`` (any string) after :meth:`unsupported` names ``kw`` at ``ptr``: refused, or dropped
         with ``lenient``, instead of the grammar's refusal naming a line of the generated text."""
+        if len(content) + 2 > MAX_REGEX_CHARS:
+            self.unsupported(ptr, kw, f"the strings it admits need a regular expression of {len(content) + 2:,} "
+                                      f"characters, over gad's limit of {MAX_REGEX_CHARS:,} for one terminal")
+            return "*"
         try:
             regex_fsm(f'"{content}"')
         except AutomatonTooLarge:
@@ -2964,6 +3033,9 @@ class _Gen:
                 rng = int_range_of(rx)
                 if rng is not None:  # (read back by note_int_ranges, in any process)
                     lines.append(f"// gad:int-range {rng[0]} {rng[1]}")
+                not_keys = _NOT_KEYS.get(rx)
+                if not_keys is not None:  # (the same)
+                    lines.append("// gad:not-words " + json.dumps({"keys": not_keys[0], "quoted": not_keys[1]}))
                 lines.append(f"{tname}: /{lark_regexp(rx)}/")
         for tname, lit in self.lit_defs:
             if tname in used:
@@ -3179,7 +3251,7 @@ def _gad_spelled(x: Any, cls: Any) -> Any:
     written, for their draft's validator."""
     if not isinstance(x, _Internal):
         return x
-    out: dict[str, Any] = {}
+    out = _Internal()
     for k, v in x.items():
         if k in _SCHEMA_MAPS and isinstance(v, dict):
             v = {name: _gad_spelled(sub, cls) for name, sub in v.items()}
@@ -3192,9 +3264,19 @@ def _gad_spelled(x: Any, cls: Any) -> Any:
         out["items"], out["additionalItems"] = out.pop("prefixItems"), out.pop("items", True)
     if cls in (jsonschema.Draft3Validator, jsonschema.Draft4Validator) and "items" in out:
         def plain(sub: Any) -> Any:
-            return {} if sub is True else {"gad:never": True} if sub is False else sub
+            return _Internal() if sub is True else _Internal({"gad:never": True}) if sub is False else sub
         out["items"] = [plain(sub) for sub in out["items"]] if isinstance(out["items"], list) else plain(out["items"])
     return out
+
+
+def _in_gads_schemas(check: Callable[..., Any]) -> Callable[..., Any]:
+    """Keyword function ``check`` of a ``gad:<keyword>``, applied only where gad wrote it (an
+    :class:`_Internal` schema): in the user's own subschemas such a key is an unknown keyword, an
+    annotation, as their validator reads it."""
+    def in_gads(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(schema, _Internal):
+            yield from check(validator, value, instance, schema) or ()
+    return in_gads
 
 
 def _never(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
@@ -3208,8 +3290,8 @@ def _gad_validator_class(cls: Any) -> Any:
     draft 2020-12 reads ``<keyword>``: it checks the schemas gad writes under a document of any draft.
     Draft-03's ``properties`` also takes the boolean schemas gad writes (``{name: false}``)."""
     v2020 = jsonschema.Draft202012Validator.VALIDATORS
-    extra: dict[str, Any] = {"gad:" + k: v2020[k] for k in _GAD_KEYWORDS}
-    extra["gad:never"] = _never
+    extra: dict[str, Any] = {"gad:" + k: _in_gads_schemas(v2020[k]) for k in _GAD_KEYWORDS}
+    extra["gad:never"] = _in_gads_schemas(_never)
     if cls is jsonschema.Draft3Validator:
         extra["properties"] = _properties_draft3
     return jsonschema.validators.extend(cls, extra)
@@ -3238,6 +3320,16 @@ def _near_keyword(key: str) -> str | None:
 _NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties"})
 
 
+class _SplitFirst(BaseException):
+    """A split ``oneOf`` (at ``pointer``) whose branches as written make no union: :func:`convert`
+    starts again and builds it split at once.  (A BaseException: no ``except Exception`` on the way
+    may take it for a refusal.)"""
+
+    def __init__(self, pointer: str) -> None:
+        super().__init__(pointer)
+        self.pointer = pointer
+
+
 class _Rewrite(str):
     """The union kind of a keyword gad rewrote into disjoint branches: a ``oneOf`` split into "this
     branch and no other one" (:meth:`_Gen.split_one_of`), ``if`` / ``then`` / ``else`` as "(if and
@@ -3257,6 +3349,10 @@ def _is_one_of(kind: str) -> bool:
 #: De Morgan turns a ``not`` of an ``anyOf`` of ``anyOf``s into a product, whose every branch the
 #: converter builds (MaskBench's Handwritten---allany19 nests three levels: 27 pattern intersections)
 _MAX_REWRITE_ALTERNATIVES = 16
+
+#: the most alternatives the unions of one schema may multiply out to when one of them is a rewrite
+#: (``if`` / ``then`` / ``else``, a split ``oneOf``): six ``if``s in an ``allOf`` (0.4 s), not eight (2.3 s)
+_MAX_REWRITE_PRODUCT = 64
 
 
 def _alternatives(x: Any) -> int:
@@ -3296,8 +3392,8 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
     ``additionalProperties`` it is not independent, so not rewritten); ``not`` of several of these
     keywords together (:data:`_NEGATABLE`: the ``anyOf`` of each one's negation); ``not`` of ``{}``
     (false); ``not`` of ``enum`` / ``const`` of strings, ``null``, ``true`` and ``false`` only (the other
-    values: gad's own keyword ``gad:notIn``, read by :meth:`_Gen.kind_parts` and written back as ``not``
-    of an ``enum`` for ``jsonschema`` by :func:`_unflatten`).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
+    values: written ``not`` of an ``enum`` in gad's own schemas, which :meth:`_Gen.flatten` reads as
+    the flat keyword ``gad:notIn``, built by :meth:`_Gen.kind_parts`).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
     (``refs``: those being followed), and into no subschema with its own ``$id`` / ``id`` (a new
     base for the refs inside it); ``budget[0]`` counts down the subschemas visited."""
     budget[0] -= 1
@@ -3320,7 +3416,7 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
         vals = n["enum"] if "enum" in n else [n["const"]]
         if not isinstance(vals, list) or not all(v is None or isinstance(v, (bool, str)) for v in vals):
             return None
-        return _Internal({"gad:notIn": vals}) if vals else True
+        return _Internal({"not": _Internal(enum=vals)}) if vals else True
     req = n.get("required")
     if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
         missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]
@@ -3410,7 +3506,8 @@ def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
             return ends(node, alts)
 
         body = rx(trie)
-        return close + (body if body is not None else "(?!)")
+        assert body is not None  # (finitely many keys leave some character out of every trie node)
+        return _noted(close + body, keys, quoted)
 
     def deviate(node: dict) -> str:  # a trie path, then a raw character leaving the trie
         chars = kids(node)
@@ -3427,7 +3524,40 @@ def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
 
     esc = "\\\\(?:[btnfr\"\\\\]|u00(?:0[0-7bef]|1[0-9a-f]))"
     stop = early(trie)
-    return f'{close}(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}' + (f"|{stop})" if stop is not None else ")")
+    rx = f'{close}(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}' + (f"|{stop})" if stop is not None else ")")
+    return _noted(rx, keys, quoted)
+
+
+def _noted(rx: str, keys: list[str], quoted: bool) -> str:
+    """``rx`` (:func:`_not_keys_regex`'s), recorded for :func:`gad.grammar.automata.regex_fsm` as the JSON
+    strings (their content, unless ``quoted``; a content regex also inside quotes, as a string terminal
+    writes it) other than ``keys``, whose automaton it then builds directly; each also as Lark reads
+    it back from a ``/.../`` terminal, and for the grammar text's ``// gad:not-words`` line
+    (:func:`note_int_ranges` reads it in any process)."""
+    words = list(dict.fromkeys(keys))
+
+    def note(text: str, frame: str, close: str) -> None:
+        spelled = [close + "".join(map(_spell, k)) + close for k in words]
+        for form in (text, eval_escaping(lark_regexp(text))):
+            note_not_words(form, frame, spelled)
+        with _NOT_KEYS_LOCK:
+            _NOT_KEYS[text] = (words, quoted)
+            _NOT_KEYS.move_to_end(text)
+            while len(_NOT_KEYS) > _NOT_KEYS_SIZE:
+                _NOT_KEYS.popitem(last=False)
+
+    if not quoted:
+        note(f'"{rx}"', f'"{UNIT}*"', '"')
+        note(rx, f"{UNIT}*", "")
+    else:
+        note(rx, f'"{UNIT}*"', '"')
+    return rx
+
+
+#: the regexps :func:`_not_keys_regex` wrote -> (its keys, quoted), for the grammar text's comment lines
+_NOT_KEYS: OrderedDict[str, tuple[list[str], bool]] = OrderedDict()
+_NOT_KEYS_SIZE = 4096
+_NOT_KEYS_LOCK = threading.Lock()
 
 
 def _has_nonkey(node: dict) -> bool:
@@ -3460,9 +3590,14 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
             raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
     root = load_schema(schema)
     dead: frozenset[str] = frozenset()
+    split: frozenset[str] = frozenset()
     while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
-        gen = _Gen(root, whitespace, strict, lenient, dead)
-        text = gen.run()
+        gen = _Gen(root, whitespace, strict, lenient, dead, split)
+        try:
+            text = gen.run()
+        except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
+            split |= {e.pointer}
+            continue
         more = gen.pruned_keys() - dead
         if not more:
             break

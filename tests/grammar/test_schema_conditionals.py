@@ -125,3 +125,120 @@ def test_random_if_then_else_accepts_iff_jsonschema_validates(cond, then, other,
     ``jsonschema`` on random objects, or refuses at a union it cannot build."""
     schema = {"if": cond, "then": then, "else": other, **({"type": "object"} if typed else {})}
     agree_with_jsonschema(schema, [*values, None, "p", 1], refusable=("if", "anyOf", "oneOf"))
+
+
+D4 = "http://json-schema.org/draft-04/schema#"
+_ENUM_OBJS = {"enum": [{"a": "x"}, {"a": "y"}, {}]}
+
+
+@pytest.mark.parametrize("schema,values", [
+    # gad's not of a string enum nested in its own schemas is read by jsonschema too (the enum's values
+    # checked against the rest of the node; sg.dumps picks the union branch by it)
+    ({"anyOf": [_ENUM_OBJS, {"type": "string"}], "not": {"properties": {"a": {"const": "x"}}}}, [{"a": "x"}, {"a": "y"}, {}]),
+    ({"if": {"properties": {"a": {"const": "x"}}}, "then": {"type": "string"},
+      "else": {"enum": [{"a": "x"}, {"a": "y"}]}}, [{"a": "x"}, {"a": "y"}, "s"]),
+    ({"not": {"properties": {"b": {"const": "y"}, "a": {"const": "x"}}}}, [{"a": 2.5, "b": "y"}, {"a": "x"}, {"b": "y"}]),
+    ({"oneOf": [{"properties": {"b": {"enum": ["x", None]}, "a": {"enum": ["y", None]}}}, {"required": ["b"]}]},
+     [{"a": False, "b": None}, {"b": 1}, {}]),
+    # two copies of a subschema written alike, one under draft-04 (no const there): not one schema
+    ({"allOf": [{"$schema": D4, "id": "http://e/", "properties": {"a": {"const": "x"}}}, {"properties": {"a": {"const": "x"}}}]},
+     [{"a": "y"}, {"a": 1}, {"a": "x"}]),
+    # a user's "gad:not" / "gad:required" is an unknown keyword, under every draft
+    ({"$schema": D7, "anyOf": [{"enum": [{"p": "a"}, {"p": "b"}]}, {"type": "integer"}],
+      "properties": {"p": {"gad:not": {"const": "a"}, "gad:required": ["q"]}}}, [{"p": "a"}, {"p": "b"}]),
+])
+def test_rewrites_found_wrong_by_review_agree_with_jsonschema(schema: dict, values: list) -> None:
+    """Shapes an adversarial review of this session's rewrites found answering wrongly (each a
+    silent disagreement with ``jsonschema``)."""
+    assert agree_with_jsonschema(schema, values) is not None
+
+
+def test_a_split_one_of_is_refused_where_its_rewrite_fails() -> None:
+    """A split ``oneOf`` beside a ``not`` whose rewrite makes a union gad cannot build: refused at that
+    ``not`` (its own pointer), not at the ``oneOf``; ``lenient=True`` drops the ``not`` and no
+    property goes missing (the first attempt, as written, left a rule unfinished that the split
+    then used, and ``p`` was pruned from the grammar)."""
+    schema = {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+              "properties": {"p": {"not": {"type": "object", "required": ["x"], "properties": {"y": {"type": "string"}}}}}}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert (e.value.pointer, e.value.keyword) == ("/properties/p", "not")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = SchemaChecker(schema, lenient=True)
+    for v in [{"a": 1, "p": 3}, {"a": 1, "p": {"y": "s"}}, {"b": 1, "p": None}]:
+        assert schema_oracle(schema, v) and c.accepts_value(v), v
+    agree_with_jsonschema({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+                           "properties": {"p": {"not": {"required": ["x"]}}}},
+                          [{"a": 1, "p": 3}, {"a": 1, "p": {"x": 1}}, {"a": 1, "b": 2}, {"b": 1, "p": {"y": 1}}])
+
+
+def test_lenient_union_beside_a_refused_if_only_widens() -> None:
+    """Two unions at one pointer (an ``if`` gad cannot rewrite beside an ``anyOf``), the ``if``
+    dropped by ``lenient=True``: each ``anyOf`` branch keeps its own object rule (they were keyed by
+    the pointer, and the second was taken for a copy of the first)."""
+    schema = {"if": {"properties": {"b": {"required": ["a"]}}}, "then": {"minimum": 1},
+              "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = SchemaChecker(schema, lenient=True)
+    for v in [{"b": 1}, {"b": None}, {"a": 1, "b": 1}, {"a": 1}]:
+        assert schema_oracle(schema, v) and c.accepts_value(v), v
+
+
+def test_many_ifs_are_refused_at_once_not_multiplied_out() -> None:
+    """Seven ``if`` / ``then`` / ``else`` in an ``allOf`` would spell out 128 alternatives: refused at
+    the first ``if`` (``lenient=True`` drops each), not built for seconds; six are built."""
+    def ifs(k: int) -> dict:
+        return {"allOf": [{"if": {"properties": {f"p{i}": {"const": "x"}}}, "then": {"required": [f"a{i}"]},
+                           "else": {"required": [f"b{i}"]}} for i in range(k)]}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(ifs(7))
+    assert (e.value.pointer, e.value.keyword) == ("/allOf/0", "if")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(convert(ifs(7), lenient=True).dropped) == 7
+    agree_with_jsonschema(ifs(6), [{}, {"p0": "x", "a0": 1}, {"p0": "x"}, {"p0": "y", "b0": 1, "b1": 1}])
+
+
+_WORDS = [f"{a}{b}{c}" for a in "kmz" for b in "aeiou" for c in "lnrst"]  # 75 three-letter names
+
+
+def test_not_of_many_strings_is_one_direct_automaton() -> None:
+    """``not`` of 75 names (over interegular's budget when its regex was built as written: three tries
+    in lockstep) compiles, its automaton built as the JSON strings minus the names' trie; the same
+    names in a grammar read back in another process (its ``// gad:not-words`` line); a set whose
+    regex is over gad's limit for one terminal is refused at the ``not``."""
+    schema = {"type": "object", "properties": {"t": {"type": "string", "not": {"enum": _WORDS}}}}
+    agree_with_jsonschema(schema, [{"t": w} for w in _WORDS[::5]] + [{"t": "ka"}, {"t": "kall"}, {"t": ""}, {"t": 1}])
+    assert "// gad:not-words " in convert(schema).lark_text
+    long = [f"{w}{x}{y}" for w in _WORDS for x in "abcdefgh" for y in "pqrs"]
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "object", "properties": {"t": {"type": "string", "not": {"enum": long}}}})
+    assert (e.value.pointer, e.value.keyword) == ("/properties/t", "not")
+
+
+@pytest.mark.parametrize("quoted", [True, False])
+def test_not_words_automaton_is_the_regexps(quoted: bool) -> None:
+    """The automaton built directly for :func:`_not_keys_regex`'s regexp (JSON strings minus a trie)
+    is the one interegular builds from the regexp's text, on random small key sets with quotes,
+    backslashes, control and non-ASCII characters and the empty key."""
+    import random
+
+    from gad.grammar import automata
+    from gad.grammar.json_schema import _not_keys_regex
+
+    rng = random.Random(7)
+    alpha = ["a", "b", "\\", '"', "\n", "é", "\x7f", "\x1f", "/"]
+    for _ in range(60):
+        keys = list({"".join(rng.choice(alpha) for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(1, 4))})
+        rx = _not_keys_regex(keys, quoted=quoted)
+        direct = automata.regex_fsm(rx)
+        with automata._crawl_lock:
+            noted = automata._NOT_WORDS.pop(rx)
+        try:
+            written = automata._build_fsm(rx, automata.MAX_TERMINAL_STATES)
+        finally:
+            with automata._crawl_lock:
+                automata._NOT_WORDS[rx] = noted
+        assert direct.equivalent(written), keys
