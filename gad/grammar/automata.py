@@ -565,8 +565,8 @@ def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
         return _meet_fsm(meet, max_states)
     not_words = _NOT_WORDS.get(regexp)
     if not_words is not None:
-        frame, words = not_words
-        trie = words_fsm(list(words))
+        frame, noted = not_words
+        trie = words_fsm(list(noted))
         if len(trie.states) > max_states:
             raise AutomatonTooLarge
         outer = _build_fsm(frame, max_states)

@@ -3524,8 +3524,8 @@ def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
 
     esc = "\\\\(?:[btnfr\"\\\\]|u00(?:0[0-7bef]|1[0-9a-f]))"
     stop = early(trie)
-    rx = f'{close}(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}' + (f"|{stop})" if stop is not None else ")")
-    return _noted(rx, keys, quoted)
+    written = f'{close}(?:(?:{deviate(trie)}|{paths(trie)}{esc}){tail}' + (f"|{stop})" if stop is not None else ")")
+    return _noted(written, keys, quoted)
 
 
 def _noted(rx: str, keys: list[str], quoted: bool) -> str:
