@@ -769,9 +769,12 @@ def _item_shape(d: Any) -> tuple[list[Any], Any, str] | None:
 class _Internal(dict[str, Any]):
     """A schema gad writes itself (a union branch, a meet): its keywords are gad's (2020-12's), read
     whatever the document's draft; the user's subschemas inside it are read under their draft.
-    ``member_ptrs``, where set, are the JSON pointers its ``allOf`` members are reported at."""
+    ``member_ptrs``, where set, are the JSON pointers its ``allOf`` members are reported at;
+    ``src_ptrs`` (a meet's) where they are in the user's schema, for refusals only
+    (:meth:`_Gen.real_pointers`)."""
 
     member_ptrs: list[str] | None = None
+    src_ptrs: list[str] | None = None
 
 
 def _meet_members(x: Any) -> frozenset[str]:
@@ -785,13 +788,20 @@ def _meet_members(x: Any) -> frozenset[str]:
     return frozenset((json.dumps(x, sort_keys=True, default=str),))
 
 
-def _schema_meet(x: Any, y: Any, alike: bool = True) -> Any:
+def _schema_meet(x: Any, y: Any, alike: bool = True, ptrs: list[str] | None = None) -> Any:
     """The schema of both ``x`` and ``y`` (``true`` is the unit; a schema meets itself, and with
     ``alike`` so does one written alike: not where subschemas switch drafts, as a copy may be read
-    under another draft)."""
+    under another draft); ``ptrs``: where ``x`` and ``y`` are, for the refusals inside their
+    ``allOf`` to name (:meth:`_Gen.real_pointer`; the members keep pointers made below the merged
+    key, unique to this meet, which the converter's memos and pruning key on)."""
     if y is True or x is y or (alike and _same_schema(x, y)):
         return x
-    return y if x is True else _Internal(allOf=[x, y])
+    if x is True:
+        return y
+    both = _Internal(allOf=[x, y])
+    if ptrs is not None:
+        both.src_ptrs = ptrs
+    return both
 
 
 def _same_schema(x: Any, y: Any) -> bool:
@@ -1135,6 +1145,9 @@ class _Gen:
         self.strict = strict
         self.lenient = lenient
         self.dropped: list[Dropped] = []
+        self.merged_ptrs: dict[tuple[str, str], set[str]] = {}  # (pointer, keyword) -> others merged into it
+        self.real_of: dict[str, set[str]] = {}  # pointer made for a merged schema -> where it may be
+        self.aliases: dict[str, set[str]] = {}  # a kept schema's place -> places of copies merged into it
         self.near_misses: dict[tuple[str, str], str] = {}  # (pointer, key) -> the keyword it is close to
         if ws == "compact":
             self.ws = ""
@@ -1218,11 +1231,16 @@ class _Gen:
         return self.term((w if lead else "") + "\\" + ch + (w if trail else ""), "P")
 
     def unsupported(self, ptr: str, kw: str, why: str) -> None:
+        """Refuse keyword ``kw`` at ``ptr`` (UnsupportedSchemaError), or with ``lenient`` record it as
+        dropped, with every other pointer whose ``kw`` ``allOf`` / ``$ref`` merged into it
+        (:meth:`merge`: the merged keyword keeps one pointer), so that the list of drops names each
+        keyword the grammar no longer holds."""
         if not self.lenient:
             raise UnsupportedSchemaError(why, pointer=ptr, keyword=kw)
-        d = Dropped(ptr, kw, why)
-        if d not in self.dropped:
-            self.dropped.append(d)
+        for at in [ptr, *sorted(self.merged_ptrs.get((ptr, kw), ()))]:
+            d = Dropped(at, kw, why)
+            if d not in self.dropped:
+                self.dropped.append(d)
 
     def resolve(self, ref: str, ptr: str) -> tuple[Any, str]:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -1256,6 +1274,32 @@ class _Gen:
             if self.names_keyword(at, kw) and at != uptr and at.startswith(uptr + "/"):
                 return UnsupportedSchemaError(e.reason, pointer=at, keyword=kw)
         return None
+
+    def real_pointers(self, ptr: str) -> list[str]:
+        """The places in the user's schema that ``ptr`` may name: its longest prefix made for a merged
+        schema (a member of a meet, :func:`_schema_meet`; one side's schema under the other side's
+        pointer, :meth:`merge`) replaced by each place it stands for, again until none is left."""
+        out: list[str] = []
+        todo, seen = [ptr], set[str]()
+        while todo and len(seen) < 256:
+            p = todo.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            parts = p.split("/")
+            for i in range(len(parts), 0, -1):
+                head = "/".join(parts[:i])
+                if head in self.real_of:
+                    todo.extend(r + p[len(head):] for r in sorted(self.real_of[head]) if r != head)
+                    break
+            else:
+                out.append(p)
+        return out or [ptr]
+
+    def real_pointer(self, ptr: str, keyword: str) -> str:
+        """One of :meth:`real_pointers`, holding ``keyword`` where one does."""
+        places = self.real_pointers(ptr)
+        return next((p for p in places if self.names_keyword(p, keyword)), places[0])
 
     def rewritten_at(self, ptr: str) -> tuple[str, str]:
         """(pointer, keyword) of the user's ``not`` / ``if`` whose rewrite gad's schema at ``ptr`` is
@@ -1365,6 +1409,8 @@ class _Gen:
             if kw in rest:
                 branches = rest.pop(kw)
                 at = getattr(node, "member_ptrs", None)  # (a split oneOf's branch: its members' real pointers)
+                for i, src in enumerate(getattr(node, "src_ptrs", None) or ()):  # (a meet's: for refusals)
+                    self.real_of.setdefault(_ptr_join(ptr, kw, i), set()).add(src)
                 for i, b in enumerate(branches):
                     flat = self.merge(flat, self.flatten(b, at[i] if at else _ptr_join(ptr, kw, i), depth + 1), ptr)
         for kw in ("anyOf", "oneOf"):
@@ -1535,6 +1581,11 @@ class _Gen:
                 out["_ptr"][kw] = bp
                 continue
             u = out[kw]
+            if self.lenient and bp != out["_ptr"].get(kw, ptr):  # (both sides' pointers, for a drop to name)
+                here = out["_ptr"].get(kw, ptr)
+                also = self.merged_ptrs.setdefault((here, kw), set())
+                also.add(bp)
+                also |= self.merged_ptrs.get((bp, kw), set())
             if kw == "type":
                 ta = _type_set(u)
                 tb = _type_set(v)
@@ -1573,18 +1624,58 @@ class _Gen:
                 pa, pb = a.get("properties", {}), b.get("properties", {})
                 xa, xb = a.get("additionalProperties", True), b.get("additionalProperties", True)
                 props = {}
+
+                def at(side: Any, listed: bool, k: str) -> str:  # where a side's schema for key k is
+                    if listed:
+                        return _ptr_join(side["_ptr"].get("properties", ptr), "properties", k)
+                    return _ptr_join(side["_ptr"].get("additionalProperties", ptr), "additionalProperties")
+
                 for k in list(pa) + [k for k in pb if k not in pa]:
                     sa, sb = pa.get(k, xa), pb.get(k, xb)
-                    props[k] = _schema_meet(sa, sb, not self.sub_drafts)
+                    props[k] = self.meet(sa, sb, at(a, k in pa, k), at(b, k in pb, k))
+                    if props[k] is sb and sa is True and at(a, True, k) != at(b, k in pb, k):  # (b's, under a's pointer)
+                        self.real_of.setdefault(at(a, True, k), set()).add(at(b, k in pb, k))
                 out["properties"] = props
                 if "additionalProperties" in a or "additionalProperties" in b:
-                    out["additionalProperties"] = _schema_meet(xa, xb, not self.sub_drafts)
+                    out["additionalProperties"] = self.meet(xa, xb, at(a, False, ""), at(b, False, ""))
             else:
                 for kw in ("properties", "additionalProperties"):
                     if kw in b:
                         out[kw] = b[kw]
                         out["_ptr"][kw] = b["_ptr"].get(kw, ptr)
         return out
+
+    def meet(self, x: Any, y: Any, at_x: str, at_y: str) -> Any:
+        """:func:`_schema_meet` of ``x`` (at ``at_x``) and ``y`` (at ``at_y``); where ``y`` is written like
+        ``x`` and only ``x`` is kept, a keyword dropped inside it (``lenient``) is also named at
+        ``y``'s place (:data:`aliases`)."""
+        both = _schema_meet(x, y, not self.sub_drafts, [at_x, at_y])
+        if both is x and y is not True and y is not x:
+            self.aliases.setdefault(at_x, set()).add(at_y)
+        return both
+
+    def drops(self) -> list[Dropped]:
+        """The keywords dropped (``lenient``), each named where the user wrote it
+        (:meth:`real_pointer`), and again at each place holding a copy merged into it (:meth:`meet`)."""
+        aliases: dict[str, set[str]] = {}
+        for a, bs in self.aliases.items():
+            for ra in self.real_pointers(a):
+                aliases.setdefault(ra, set()).update(rb for b in bs for rb in self.real_pointers(b))
+        out: dict[Dropped, None] = {}
+        todo: list[Dropped] = []
+        for d in self.dropped:
+            places = self.real_pointers(d.pointer)
+            named = [p for p in places if self.names_keyword(p, d.keyword)]
+            todo.extend(Dropped(p, d.keyword, d.reason) for p in (named or places[:1]))
+        while todo and len(out) < 10_000:
+            d = todo.pop()
+            if d in out:
+                continue
+            out[d] = None
+            for a, bs in aliases.items():
+                if d.pointer == a or d.pointer.startswith(a + "/"):
+                    todo.extend(Dropped(b + d.pointer[len(a):], d.keyword, d.reason) for b in bs)
+        return sorted(out, key=lambda d: (d.pointer, d.keyword))
 
     def merge_items(self, a: Any, b: Any, out: dict, ptr: str) -> None:
         """The array items of ``allOf: [a, b]`` into ``out``: each side read as a prefix and the schema
@@ -3598,6 +3689,8 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
         except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
             split |= {e.pointer}
             continue
+        except UnsupportedSchemaError as e:  # (named where the user wrote it)
+            raise UnsupportedSchemaError(e.reason, pointer=gen.real_pointer(e.pointer, e.keyword), keyword=e.keyword) from None
         more = gen.pruned_keys() - dead
         if not more:
             break
@@ -3606,6 +3699,7 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
         warnings.warn("JSON Schema keys that are no keyword, ignored as annotations (as validators do): " + "; ".join(
             f"#{p} {k!r} (did you mean {m!r}?)" for (p, k), m in gen.near_misses.items()), SchemaKeywordWarning,
             stacklevel=2)
+    gen.dropped = gen.drops()
     if gen.dropped:
         warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
                       + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=2)

@@ -242,3 +242,29 @@ def test_not_words_automaton_is_the_regexps(quoted: bool) -> None:
             with automata._crawl_lock:
                 automata._NOT_WORDS[rx] = noted
         assert direct.equivalent(written), keys
+
+
+@pytest.mark.parametrize("schema,places", [
+    # a then's key merged into the object's properties is named in the then
+    ({"type": "object", "properties": {"k": {"type": "string"}},
+      "allOf": [{"if": {"properties": {"k": {"const": "a"}}}, "then": {"properties": {"o": {"type": "array", "uniqueItems": True}}}}]},
+     ["/allOf/0/then/properties/o"]),
+    # two copies written alike, merged as one, are both named
+    ({"allOf": [{"properties": {"o": {"type": "array", "uniqueItems": True}}},
+                {"properties": {"o": {"type": "array", "uniqueItems": True}}}]},
+     ["/allOf/0/properties/o", "/allOf/1/properties/o"]),
+    # two different ones meeting: each side named
+    ({"allOf": [{"properties": {"o": {"type": "array", "uniqueItems": True}}},
+                {"properties": {"o": {"uniqueItems": True, "maxItems": 3}}}]},
+     ["/allOf/0/properties/o", "/allOf/1/properties/o"]),
+])
+def test_lenient_drops_name_every_place_the_keyword_was_written(schema: dict, places: list) -> None:
+    """Under ``lenient=True`` each dropped keyword is named where the user wrote it, once for each
+    place merged into the schema that dropped it (a pointer gad made for a merged schema names
+    nothing in the user's schema): removing the named keywords from the schema gives the grammar's
+    language (MaskBench's JsonSchemaStore github-issue-forms: a then's ``uniqueItems``, named under
+    the object's own pointer, was left in the reduced schema)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sg = convert(schema, lenient=True)
+    assert sorted(d.pointer for d in sg.dropped if d.keyword == "uniqueItems") == places
