@@ -719,6 +719,24 @@ def load_schema(schema: Any) -> Any:
     return schema
 
 
+def _walk(root: Any, ptr: str) -> list[tuple[str, Any]]:
+    """``(pointer, node)`` for the document ``root`` and each node down JSON pointer ``ptr`` (RFC
+    6901) as far as it resolves: all ``ptr.count("/") + 1`` of them where it does."""
+    out: list[tuple[str, Any]] = [("", root)]
+    node, here = root, ""
+    for part in ptr.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            break
+        here = _ptr_join(here, part)
+        out.append((here, node))
+    return out
+
+
 def _ptr_join(ptr: str, *keys: Any) -> str:
     for k in keys:
         ptr += "/" + str(k).replace("~", "~0").replace("/", "~1")
@@ -1315,33 +1333,15 @@ class _Gen:
     def names_keyword(self, ptr: str, keyword: str) -> bool:
         """The user's schema holds ``keyword`` in the object at JSON pointer ``ptr`` (a pointer gad made
         for a schema it wrote, such as a rewritten ``not``'s union, does not)."""
-        node: Any = self.root
-        for part in ptr.split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return False
-        return isinstance(node, dict) and keyword in node
+        path = _walk(self.root, ptr)
+        return len(path) == ptr.count("/") + 1 and isinstance(path[-1][1], dict) and keyword in path[-1][1]
 
     def check_base(self, ptr: str) -> None:
         """Refuse a ``#...`` reference made inside a subschema with its own ``$id`` (draft-04's ``id``):
         it resolves against that resource, not the root document (a bundled schema's ``$defs``
         entries carry their ``$id``), which gad does not follow."""
         ids = ("$id", "id") if type(self.validator).__name__ in ("Draft3Validator", "Draft4Validator") else ("$id",)
-        node: Any = self.root
-        here = ""
-        for part in ptr.split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return  # (a merged schema's pointer: no document position to check)
-            here = _ptr_join(here, part)
+        for here, node in _walk(self.root, ptr)[1:]:  # (a merged schema's pointer stops where it leaves the document)
             if isinstance(node, dict) and any(isinstance(node.get(k), str) for k in ids):
                 kw = next(k for k in ids if isinstance(node.get(k), str))
                 self.unsupported(_ptr_join(here, kw), kw, "a $ref inside a subschema with its own "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -62,4 +63,23 @@ def agree_with_jsonschema(schema: Any, values: Sequence[Any], refusable: Collect
         return None
     for v in values:
         assert c.accepts_value(v) is schema_oracle(schema, v), (schema, v, c.sg.dumps(v))
+    return c
+
+
+def refused_then_widened(schema: Any, pointer: str, keyword: str, values: Sequence[Any]) -> SchemaChecker:
+    """Assert that ``convert(schema)`` raises UnsupportedSchemaError at ``pointer`` / ``keyword``, and
+    that ``lenient=True`` (its warnings silenced) drops it into a grammar only wider: each of
+    ``values`` that ``jsonschema`` validates is accepted.  Returns the lenient grammar's checker."""
+    try:
+        convert(schema)
+    except UnsupportedSchemaError as e:
+        assert (e.pointer, e.keyword) == (pointer, keyword), (schema, e.pointer, e.keyword)
+    else:
+        raise AssertionError(f"not refused: {schema!r}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = SchemaChecker(schema, lenient=True)
+    for v in values:
+        if schema_oracle(schema, v):
+            assert c.accepts_value(v), (schema, v)
     return c
