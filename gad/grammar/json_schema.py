@@ -492,10 +492,10 @@ def note_int_ranges(text: str) -> None:
             try:
                 spec = json.loads(line)
                 keys, quoted = spec["keys"], spec["quoted"]
-            except (ValueError, TypeError, KeyError):
-                continue
-            if isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(quoted, bool):
-                _not_keys_regex(keys, quoted)  # (records it: note_not_words)
+                if isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(quoted, bool):
+                    _not_keys_regex(keys, quoted)  # (records it: note_not_words)
+            except (ValueError, TypeError, KeyError, RecursionError, AttributeError):
+                continue  # (not a line convert wrote: its terminal's automaton is built from its text)
     if "// gad:int-range" not in text:
         return
     for lo, hi in _INT_RANGE_LINE.findall(text):
@@ -717,6 +717,13 @@ def load_schema(schema: Any) -> Any:
         raise InvalidSchemaError(f"a JSON Schema is an object or a boolean, got {type(schema).__name__}",
                                  path=src)
     return schema
+
+
+def _is_keyword_step(parts: list[str], i: int) -> bool:
+    """Step ``parts[i]`` of a split JSON pointer is a keyword of a schema object, not a name under
+    ``properties`` / ``$defs`` / ... (a property may be called ``if``)."""
+    return i == 1 or parts[i - 1] not in ("properties", "patternProperties", "$defs", "definitions",
+                                          "dependentSchemas", "dependencies")
 
 
 def _walk(root: Any, ptr: str) -> list[tuple[str, Any]]:
@@ -1326,7 +1333,7 @@ class _Gen:
         parts = ptr.split("/")
         for i in range(len(parts) - 1, 0, -1):
             at, kw = "/".join(parts[:i]), parts[i]
-            if kw in ("not", "if") and self.names_keyword(at, kw):
+            if kw in ("not", "if") and _is_keyword_step(parts, i) and self.names_keyword(at, kw):
                 return at, kw
         return ptr, "not"
 
@@ -1349,6 +1356,10 @@ class _Gen:
                 return
 
     # ------------------------------------------------------------------------ flattening
+    def defined(self, node: Any) -> frozenset[str]:
+        """The keywords the draft of the user's ``node`` defines (:meth:`draft_of`, :func:`_draft_keywords`)."""
+        return _draft_keywords(self.draft_of(node))
+
     def draft_of(self, node: Any) -> Any:
         """The validator class of the draft ``node`` (the user's) is read under: its own or its nearest
         enclosing ``$schema``'s, as ``jsonschema`` switches drafts there (:func:`_mark_drafts`)."""
@@ -1465,7 +1476,7 @@ class _Gen:
         if isinstance(node, _Internal) and isinstance(rest.get("not"), _Internal) and set(rest["not"]) == {"enum"}:
             not_in = rest.pop("not")["enum"]  # (gad's own not of an enum, from _negation)
         if "not" in rest:
-            neg = _not_schema(rest["not"], lambda ref: self.resolve(ref, _ptr_join(ptr, "not"))[0])
+            neg = _not_schema(rest["not"], lambda ref: self.resolve(ref, _ptr_join(ptr, "not"))[0], self.defined)
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
                 rest.pop("not")
                 flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
@@ -1530,7 +1541,7 @@ class _Gen:
         if all(b is True or b is False or (isinstance(b, dict) and {k for k in b if not _is_annotation(k)} <= {"type"})
                for b in branches):
             return None
-        negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0]) for b in branches]
+        negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0], self.defined) for b in branches]
         if any(x is None for x in negs):
             return None
         split = []
@@ -1556,7 +1567,7 @@ class _Gen:
             yes.member_ptrs = [at_if, _ptr_join(ptr, "then")]
             cases.append((yes, _ptr_join(ptr, "then")))
         if other is not False:
-            neg = _not_schema(cond, lambda ref: self.resolve(ref, at_if)[0])
+            neg = _not_schema(cond, lambda ref: self.resolve(ref, at_if)[0], self.defined)
             if neg is None:
                 return None
             no = _Internal(allOf=[neg, other])
@@ -1666,7 +1677,7 @@ class _Gen:
         for d in self.dropped:
             places = self.real_pointers(d.pointer)
             named = [p for p in places if self.names_keyword(p, d.keyword)]
-            todo.extend(Dropped(p, d.keyword, d.reason) for p in (named or places[:1]))
+            todo.extend(Dropped(*self.dropped_as(p, d.keyword), d.reason) for p in (named or places[:1]))
         while todo and len(out) < 10_000:
             d = todo.pop()
             if d in out:
@@ -1675,7 +1686,25 @@ class _Gen:
             for a, bs in aliases.items():
                 if d.pointer == a or d.pointer.startswith(a + "/"):
                     todo.extend(Dropped(b + d.pointer[len(a):], d.keyword, d.reason) for b in bs)
-        return sorted(out, key=lambda d: (d.pointer, d.keyword))
+        once = {(d.pointer, d.keyword): d for d in sorted(out, key=lambda d: (d.pointer, d.keyword, d.reason), reverse=True)}
+        return sorted(once.values(), key=lambda d: (d.pointer, d.keyword))
+
+    def dropped_as(self, ptr: str, keyword: str) -> tuple[str, str]:
+        """The (pointer, keyword) a lenient drop of ``keyword`` at ``ptr`` (a real place) is listed as:
+        inside a rewritten ``if`` (read in both of its cases, once negated) the whole conditional, its
+        ``if`` (removing it leaves ``then`` / ``else`` inert); at a place gad made for a rewrite (a
+        split ``oneOf``'s negations, a rewritten ``not``'s union) the user's keyword rewritten."""
+        parts = ptr.split("/")
+        for i in range(1, len(parts)):
+            if parts[i] == "if" and _is_keyword_step(parts, i) and self.names_keyword("/".join(parts[:i]), "if"):
+                return "/".join(parts[:i]), "if"
+        if self.names_keyword(ptr, keyword):
+            return ptr, keyword
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] in ("not", "if", "oneOf") and _is_keyword_step(parts, i) \
+                    and self.names_keyword("/".join(parts[:i]), parts[i]):
+                return "/".join(parts[:i]), parts[i]
+        return ptr, keyword
 
     def merge_items(self, a: Any, b: Any, out: dict, ptr: str) -> None:
         """The array items of ``allOf: [a, b]`` into ``out``: each side read as a prefix and the schema
@@ -1696,12 +1725,23 @@ class _Gen:
         for kw in _ITEM_KEYWORDS:
             out.pop(kw, None)
         n = max(len(pa), len(pb))
-        alike = not self.sub_drafts
-        prefix = [_schema_meet(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb, alike) for i in range(n)]
+
+        def at(d: Any, items: list[Any], i: int | None) -> str:  # where a side's schema for element i is
+            pp = d["_ptr"]
+            if "prefixItems" in d:
+                return _ptr_join(pp.get("prefixItems", ptr), "prefixItems", i) if i is not None and i < len(items) \
+                    else _ptr_join(pp.get("items", pp.get("prefixItems", ptr)), "items")
+            if isinstance(d.get("items"), list):
+                return _ptr_join(pp.get("items", ptr), "items", i) if i is not None and i < len(items) \
+                    else _ptr_join(pp.get("additionalItems", pp.get("items", ptr)), "additionalItems")
+            return _ptr_join(pp.get("items", ptr), "items")
+
+        prefix = [self.meet(pa[i] if i < len(pa) else ra, pb[i] if i < len(pb) else rb, at(a, pa, i), at(b, pb, i))
+                  for i in range(n)]
         if prefix:
             out["prefixItems"] = prefix
             out["_ptr"]["prefixItems"] = ptr_a if len(pa) >= len(pb) else ptr_b
-        out["items"] = _schema_meet(ra, rb, alike)
+        out["items"] = self.meet(ra, rb, at(a, pa, None), at(b, pb, None))
         out["_ptr"]["items"] = ptr_a
 
     # ------------------------------------------------------------------------ value rules
@@ -2167,7 +2207,10 @@ class _Gen:
                               and all(k != kk for kk, _r, _q in lays[m]["live"])]
                     if takers:
                         by_tok.setdefault(self.key_lit(k), []).extend(takers)
-                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                try:
+                    okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                except _UnwritableKeys as e:
+                    return None, f"the additional keys beside the listed ones: {e}"
                 by_tok.setdefault(okey, []).extend(mv for _m, mv in adds)
             for tok, mv in by_tok.items():
                 groups: list[tuple[str, Any, tuple[Any, str], list[tuple[int, int, int]]]] = []
@@ -2386,27 +2429,37 @@ class _Gen:
             return None
         banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
         if banned:  # a rewritten not of an enum (_negation): the strings none of these
-            out = _not_keys_regex(banned, quoted=False)
-            not_at = self.rewritten_at(pp.get("gad:notIn", ptr))
+            at = pp.get("gad:notIn", ptr)
+            nots = list(dict.fromkeys(self.rewritten_at(r) for p in [at, *sorted(self.merged_ptrs.get((at, "gad:notIn"), ()))]
+                                      for r in self.real_pointers(p)))
+
+            def refuse(why: str) -> None:  # (each not merged into this string: strict raises at the first)
+                for not_ptr, not_kw in nots:
+                    self.unsupported(not_ptr, not_kw, why)
+
+            try:
+                out = _not_keys_regex(banned, quoted=False)
+            except _UnwritableKeys as e:
+                refuse(f"a not of strings: {e}")
+                return self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
             if has_len or fmt is not None or pat is not None:
                 rest = self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
                 if rest is None:
                     return None
                 if rest == "*":  # (an unknown format; or the keywords dropped, lenient)
-                    return self.fitting(out, *not_at)
+                    return self.not_fitting(out, refuse)
                 if not isinstance(rest, str):  # (a chain of chunks or an intersection terminal)
-                    self.unsupported(*not_at, "a not of strings beside a length bound "
-                                     "over gad's chain limit or an intersection terminal")
+                    refuse("a not of strings beside a length bound over gad's chain limit or an intersection terminal")
                     return rest
                 ok, rx = _intersect_content([rest, out])
                 if not ok:
-                    self.unsupported(*not_at, "a not of strings beside pattern / length "
-                                     "/ format needs an automaton intersection too large to write as one terminal")
+                    refuse("a not of strings beside pattern / length / format needs an automaton intersection too "
+                           "large to write as one terminal")
                     return rest
                 if rx is None:
                     return None
                 out = rx
-            return self.fitting(out, *not_at)
+            return self.not_fitting(out, refuse)
         if fmt is not None and fmt not in FORMATS:
             if fmt in SPEC_FORMATS_REFUSED or (self.draft3 and fmt in _DRAFT3_FORMATS):
                 self.unsupported(pp.get("format", ptr), "format", f"the string format {fmt!r} (defined by "
@@ -2459,20 +2512,35 @@ class _Gen:
             return self.length_string(_LEN_UNIT, lo, hi, pp, ptr)
         return "*"
 
-    def fitting(self, content: str, ptr: str, kw: str) -> str:
+    def not_fitting(self, content: str, refuse: Callable[[str], None]) -> str:
+        """:meth:`fitting` for a string under rewritten ``not``s, each refused by ``refuse(why)``."""
+        why: list[str] = []
+        got = self.fitting(content, "", "not", why.append)
+        if why:
+            refuse(why[0])
+        return got
+
+    def fitting(self, content: str, ptr: str, kw: str, report: Callable[[str], None] | None = None) -> str:
         """``content`` when the string terminal it makes (``"content"``) has an automaton within gad's
         state budget (built now, and kept for the grammar's validation: :func:`regex_fsm` caches it),
         else ``"*"`` (any string) after :meth:`unsupported` names ``kw`` at ``ptr``: refused, or dropped
-        with ``lenient``, instead of the grammar's refusal naming a line of the generated text."""
+        with ``lenient``, instead of the grammar's refusal naming a line of the generated text
+        (``report(why)`` instead, where given)."""
+        def refuse(why: str) -> None:
+            if report is not None:
+                report(why)
+            else:
+                self.unsupported(ptr, kw, why)
+
         if len(content) + 2 > MAX_REGEX_CHARS:
-            self.unsupported(ptr, kw, f"the strings it admits need a regular expression of {len(content) + 2:,} "
-                                      f"characters, over gad's limit of {MAX_REGEX_CHARS:,} for one terminal")
+            refuse(f"the strings it admits need a regular expression of {len(content) + 2:,} "
+                   f"characters, over gad's limit of {MAX_REGEX_CHARS:,} for one terminal")
             return "*"
         try:
             regex_fsm(f'"{content}"')
         except AutomatonTooLarge:
-            self.unsupported(ptr, kw, f"the strings it admits need an automaton of more than {MAX_TERMINAL_STATES:,} "
-                                      "states (gad's budget for one terminal)")
+            refuse(f"the strings it admits need an automaton of more than {MAX_TERMINAL_STATES:,} "
+                   "states (gad's budget for one terminal)")
             return "*"
         except Exception:  # noqa: BLE001 - anything else is reported by the grammar's validation, as before
             pass
@@ -2765,6 +2833,7 @@ class _Gen:
                 r = self.value_rule(own, own_ptr) if own is not False else None
                 return r, ("schema", json.dumps(own, sort_keys=True, default=str))
             node = _Internal(allOf=([] if own is True else [own]) + [sch for sch, _p in hits])
+            node.src_ptrs = ([] if own is True else [own_ptr]) + [p for _s, p in hits]  # (for refusals)
             r = self.value_rule(node, own_ptr, memo_key=("keyed", own_ptr, _meet_members(own),
                                                          tuple(p for _s, p in hits)))
             return r, None
@@ -2793,11 +2862,12 @@ class _Gen:
         # that a listed name it matches is retyped to the name's literal (the keyword rule); keys no
         # pattern matches fall to an additional-key terminal at priority -1, tried after them all
         pat_items = [(self.term(rx, "K"), self.value_rule(sch, pp_ptr)) for _pat, sch, rx, pp_ptr in pats]
-        if pats and banned:
-            self.unsupported(pats[0][3], "patternProperties", f"the properties {banned} admit no value; with "
+        holder = pats[0][3].rsplit("/", 2)[0] if pats else ptr  # (the object holding patternProperties)
+        if pats and banned:  # (lenient: the names are not banned, as without their listed schemas)
+            self.unsupported(pptr, "properties", f"the properties {banned} admit no value; beside "
                              "patternProperties their names would need an automaton difference")
         if addl is not False and any(r is None for _t, r in pat_items):
-            self.unsupported(pats[0][3], "patternProperties", "a pattern whose schema admits no value beside "
+            self.unsupported(holder, "patternProperties", "a pattern whose schema admits no value beside "
                              "additional properties would need an automaton difference")
         free_items = [f"{t} {{colon}} {r}" for t, r in pat_items if r is not None]
         comma = self.punct(",", True, True)
@@ -2813,7 +2883,11 @@ class _Gen:
             if pats:
                 okey = self.term(f'"{UNIT}*"', "K", priority=-1)
             else:
-                okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                try:
+                    okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
+                except _UnwritableKeys as e:  # (lenient: any key, listed ones included)
+                    self.unsupported(pptr, "properties", f"the additional keys beside the listed ones: {e}")
+                    okey = self.term(f'"{UNIT}*"', "K")
             free_items.append(f"{okey} {{colon}} {add_rule}")
         free_items = [x.replace("{colon}", colon) for x in free_items]
         stop = n if not free_items else last_req + 1
@@ -3464,14 +3538,15 @@ def _alternatives(x: Any) -> int:
 _MAX_NEGATION_NODES = 256
 
 
-def _not_schema(n: Any, resolve: Callable[[str], Any]) -> Any:
+def _not_schema(n: Any, resolve: Callable[[str], Any], defined: Callable[[Any], frozenset[str]]) -> Any:
     """:func:`_negation`, or None when it spells out over :data:`_MAX_REWRITE_ALTERNATIVES`
     alternatives or visits over :data:`_MAX_NEGATION_NODES` subschemas."""
-    neg = _negation(n, resolve, [_MAX_NEGATION_NODES], frozenset())
+    neg = _negation(n, resolve, [_MAX_NEGATION_NODES], frozenset(), defined)
     return None if neg is None or _alternatives(neg) > _MAX_REWRITE_ALTERNATIVES else neg
 
 
-def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: frozenset[str]) -> Any:
+def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: frozenset[str],
+              defined: Callable[[Any], frozenset[str]]) -> Any:
     """A schema admitting exactly the values ``{"not": n}`` admits, for the shapes gad rewrites, else
     None: ``not: true`` / ``false``; ``not`` of a ``type`` alone (the other types; not where it names
     ``integer`` without ``number``: the numbers with a fraction are no type); ``not`` of ``required``
@@ -3486,7 +3561,9 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
     values: written ``not`` of an ``enum`` in gad's own schemas, which :meth:`_Gen.flatten` reads as
     the flat keyword ``gad:notIn``, built by :meth:`_Gen.kind_parts`).  ``$ref`` is followed only as a JSON pointer (``#`` or ``#/...``), not around a cycle
     (``refs``: those being followed), and into no subschema with its own ``$id`` / ``id`` (a new
-    base for the refs inside it); ``budget[0]`` counts down the subschemas visited."""
+    base for the refs inside it); ``budget[0]`` counts down the subschemas visited; a user's node
+    holds only the keywords its draft defines (``defined(node)``: under draft-04 ``const`` is an
+    annotation, so ``not: {"const": "a"}`` is ``not: {}``, false)."""
     budget[0] -= 1
     if budget[0] < 0:
         return None
@@ -3494,7 +3571,8 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
         return not n
     if not isinstance(n, dict) or "$id" in n or isinstance(n.get("id"), str):
         return None
-    keys = {k for k in n if not _is_annotation(k)}
+    own = None if isinstance(n, _Internal) else defined(n)  # (a user's node: its draft's keywords only)
+    keys = {k for k in n if not _is_annotation(k) and (own is None or k in own)}
     if not keys:
         return False
     if keys == {"type"}:
@@ -3514,21 +3592,21 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
         return _Internal(type="object", **({"anyOf": missing} if len(missing) > 1 else missing[0]))
     ref = n.get("$ref")
     if keys == {"$ref"} and isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) and ref not in refs:
-        return _negation(resolve(ref), resolve, budget, refs | {ref})
+        return _negation(resolve(ref), resolve, budget, refs | {ref}, defined)
     if keys == {"not"}:  # (a union under two nots is left to the union code: De Morgan would multiply it out)
         return n["not"] if _alternatives(n["not"]) == 1 else None
     if keys == {"properties"} and isinstance(n["properties"], dict):  # a listed name with a value outside its schema
-        bad = [(k, _negation(sub, resolve, budget, refs)) for k, sub in n["properties"].items()]
+        bad = [(k, _negation(sub, resolve, budget, refs, defined)) for k, sub in n["properties"].items()]
         if any(x is None for _k, x in bad):
             return None
         alts = [_Internal(type="object", required=[k], properties={k: x}) for k, x in bad if x is not False]
         return _Internal(anyOf=alts) if len(alts) > 1 else alts[0] if alts else False
     if len(keys) > 1 and keys <= _NEGATABLE:  # independent keywords: not all of them holds
-        negs = [_negation({k: n[k]}, resolve, budget, refs) for k in sorted(keys)]
+        negs = [_negation(_Internal({k: n[k]}), resolve, budget, refs, defined) for k in sorted(keys)]
         return None if any(x is None for x in negs) else _Internal(anyOf=negs)
     if len(keys) == 1 and keys <= {"anyOf", "allOf"} and isinstance(n[next(iter(keys))], list):
         kw = next(iter(keys))
-        negs = [_negation(b, resolve, budget, refs) for b in n[kw]]
+        negs = [_negation(b, resolve, budget, refs, defined) for b in n[kw]]
         if any(x is None for x in negs):
             return None
         if kw == "anyOf":  # none of the branches
@@ -3550,13 +3628,36 @@ def _type_meet(a: set[str], b: set[str]) -> set[str]:
     return out if out or not (a and b) else set()
 
 
+class _UnwritableKeys(ValueError):
+    """Names :func:`_not_keys_regex` does not write: one over :data:`_MAX_NOT_KEY_CHARS` characters
+    (a trie that deep nests its regex past Python's recursion limit), or a lone surrogate (no UTF-8)."""
+
+
+_MAX_NOT_KEY_CHARS = 256
+
+
 def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
     """Regex for canonical JSON strings (quotes included; with ``quoted=False`` their content only)
-    whose value is none of ``keys``.
+    whose value is none of ``keys`` (memoised: :func:`_not_keys_cached`).
 
     Written as three tries walked in lockstep (deviate by a raw character / by an escape / stop
     early), so that the automaton has about one state per trie node plus one shared tail.
+
+    Raises:
+        _UnwritableKeys: a key over :data:`_MAX_NOT_KEY_CHARS` characters, or not encodable as UTF-8.
     """
+    return _not_keys_cached(tuple(keys), quoted)
+
+
+@functools.lru_cache(maxsize=1024)
+def _not_keys_cached(keys: tuple[str, ...], quoted: bool) -> str:
+    for k in keys:
+        if len(k) > _MAX_NOT_KEY_CHARS:
+            raise _UnwritableKeys(f"a name of {len(k):,} characters (gad's limit here: {_MAX_NOT_KEY_CHARS})")
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _UnwritableKeys(f"the name {k!r} is not valid Unicode text (a lone surrogate)") from None
     trie: dict = {}
     for k in keys:
         node = trie
@@ -3619,7 +3720,7 @@ def _not_keys_regex(keys: list[str], quoted: bool = True) -> str:
     return _noted(written, keys, quoted)
 
 
-def _noted(rx: str, keys: list[str], quoted: bool) -> str:
+def _noted(rx: str, keys: Sequence[str], quoted: bool) -> str:
     """``rx`` (:func:`_not_keys_regex`'s), recorded for :func:`gad.grammar.automata.regex_fsm` as the JSON
     strings (their content, unless ``quoted``; a content regex also inside quotes, as a string terminal
     writes it) other than ``keys``, whose automaton it then builds directly; each also as Lark reads
