@@ -73,7 +73,7 @@ class InvalidSchemaError(GrammarError):
 
     def __init__(self, message: str, pointer: str | None = None, **kw) -> None:
         self.pointer = pointer
-        super().__init__(message if pointer is None else f"{pointer or '#'}: {message}", **kw)
+        super().__init__(message if pointer is None else f"JSON Schema at #{pointer}: {message}", **kw)
 
 
 class UnsupportedSchemaError(GrammarError):

@@ -642,7 +642,7 @@ def test_each_draft_reads_only_its_own_keywords(draft, schema):
     it (draft-03 has no ``anyOf`` / ``const`` / ``required`` list, draft-07 no ``dependentRequired``,
     2020-12 no ``dependencies``); draft-03's ``"required": true`` inside a property's schema and
     one-name ``dependencies`` are read as draft-03 says.  A schema the draft's meta-schema rejects is
-    an InvalidSchemaError; a refusal must name ``if`` (gad's grammar has no conditional)."""
+    an InvalidSchemaError; a refusal must name ``if`` (one whose condition gad cannot negate)."""
     s = {"$schema": _DRAFTS[draft], **schema}
     cls = jsonschema.validators.validator_for(s)
     try:
