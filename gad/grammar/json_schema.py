@@ -126,8 +126,11 @@ import functools
 import hashlib
 import json
 import math
+import os
 import re
+import sys
 import threading
+import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -3756,6 +3759,19 @@ def _has_nonkey(node: dict) -> bool:
     return "\0end" not in node or any(_has_nonkey(v) for c, v in node.items() if c != "\0end")
 
 
+def _user_level() -> int:
+    """The ``stacklevel`` that points a warning raised in :func:`convert` at the first caller outside
+    the gad package (the user's line, whether they called ``convert`` or ``Grammar.from_json_schema``)."""
+    frame: types.FrameType | None = sys._getframe(1)  # (convert's frame: stacklevel 1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_GAD_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_GAD_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
 def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = False,
             lenient: bool = False) -> SchemaGrammar:
     """Convert a JSON Schema into Lark grammar text (see the module docstring for the semantics).
@@ -3799,11 +3815,11 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
     if gen.near_misses:
         warnings.warn("JSON Schema keys that are no keyword, ignored as annotations (as validators do): " + "; ".join(
             f"#{p} {k!r} (did you mean {m!r}?)" for (p, k), m in gen.near_misses.items()), SchemaKeywordWarning,
-            stacklevel=2)
+            stacklevel=_user_level())
     gen.dropped = gen.drops()
     if gen.dropped:
         warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
-                      + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=2)
+                      + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=_user_level())
     return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
                          _root=gen.root_rule or "", _ws=bool(gen.ws))
 

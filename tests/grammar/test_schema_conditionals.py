@@ -328,3 +328,12 @@ def test_forged_not_words_lines_are_ignored(line: str) -> None:
     text = convert({"type": "object", "properties": {"t": {"type": "string", "not": {"enum": ["x"]}}}}).lark_text
     g = Grammar.from_string(text + line + "\n")
     assert g.lark_text.endswith(line + "\n")
+
+
+def test_lenient_warning_points_at_the_callers_line() -> None:
+    """The warning listing lenient drops names the user's line, not a line inside gad (a newcomer
+    saw ``gad/grammar/loader.py:211``)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        Grammar.from_json_schema({"not": {"minimum": 3}}, lenient=True)
+    assert [w.filename for w in seen if issubclass(w.category, UserWarning)] == [__file__]
