@@ -482,7 +482,7 @@ _INT_RANGE_LINE = re.compile(r"^// gad:int-range (-?[0-9]{1,400}) (-?[0-9]{1,400
 _NOT_WORDS_LINE = re.compile(r"^// gad:not-words (\{.*\})$", re.M)
 
 
-def note_int_ranges(text: str) -> None:
+def note_direct_automata(text: str) -> None:
     """Record the integer ranges grammar text written by :func:`convert` names in its
     ``// gad:int-range LO HI`` comment lines (Lark ignores them), so that their terminals' automata are
     built from the bounds (:func:`gad.grammar.automata.int_range_fsm`) in any process that reads the
@@ -1297,10 +1297,11 @@ class _Gen:
         where it is the union's own (a keyword of ``kinds`` at a pointer gad made for it)."""
         if e.keyword not in kinds or (e.pointer != uptr and self.names_keyword(e.pointer, e.keyword)):
             return e
+        inner = None
         if e.pointer != uptr:
-            at, kw = self.rewritten_at(e.pointer)
-            if self.names_keyword(at, kw) and at != uptr and at.startswith(uptr + "/"):
-                return UnsupportedSchemaError(e.reason, pointer=at, keyword=kw)
+            inner = self.rewritten_at(e.pointer) or ((e.pointer, "not") if self.names_keyword(e.pointer, "not") else None)
+        if inner is not None and inner[0].startswith(uptr + "/"):
+            return UnsupportedSchemaError(e.reason, pointer=inner[0], keyword=inner[1])
         return None
 
     def real_pointers(self, ptr: str) -> list[str]:
@@ -1329,16 +1330,16 @@ class _Gen:
         places = self.real_pointers(ptr)
         return next((p for p in places if self.names_keyword(p, keyword)), places[0])
 
-    def rewritten_at(self, ptr: str) -> tuple[str, str]:
-        """(pointer, keyword) of the user's ``not`` / ``if`` whose rewrite gad's schema at ``ptr`` is
-        part of (the rewrite's pointers run on below the keyword: ``/a/not/properties/b``), for a
-        refusal to name; ``(ptr, "not")`` when none is found."""
+    def rewritten_at(self, ptr: str, kinds: tuple[str, ...] = ("not", "if")) -> tuple[str, str] | None:
+        """(pointer, keyword) of the innermost user keyword of ``kinds`` whose rewrite gad's schema at
+        ``ptr`` is part of (the rewrite's pointers run on below the keyword: ``/a/not/properties/b``),
+        for a refusal or a drop to name; None when none is found."""
         parts = ptr.split("/")
         for i in range(len(parts) - 1, 0, -1):
             at, kw = "/".join(parts[:i]), parts[i]
-            if kw in ("not", "if") and _is_keyword_step(parts, i) and self.names_keyword(at, kw):
+            if kw in kinds and _is_keyword_step(parts, i) and self.names_keyword(at, kw):
                 return at, kw
-        return ptr, "not"
+        return None
 
     def names_keyword(self, ptr: str, keyword: str) -> bool:
         """The user's schema holds ``keyword`` in the object at JSON pointer ``ptr`` (a pointer gad made
@@ -1703,11 +1704,7 @@ class _Gen:
                 return "/".join(parts[:i]), "if"
         if self.names_keyword(ptr, keyword):
             return ptr, keyword
-        for i in range(len(parts) - 1, 0, -1):
-            if parts[i] in ("not", "if", "oneOf") and _is_keyword_step(parts, i) \
-                    and self.names_keyword("/".join(parts[:i]), parts[i]):
-                return "/".join(parts[:i]), parts[i]
-        return ptr, keyword
+        return self.rewritten_at(ptr, ("not", "if", "oneOf")) or (ptr, keyword)
 
     def merge_items(self, a: Any, b: Any, out: dict, ptr: str) -> None:
         """The array items of ``allOf: [a, b]`` into ``out``: each side read as a prefix and the schema
@@ -2433,20 +2430,22 @@ class _Gen:
         banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
         if banned:  # a rewritten not of an enum (_negation): the strings none of these
             at = pp.get("gad:notIn", ptr)
-            nots = list(dict.fromkeys(self.rewritten_at(r) for p in [at, *sorted(self.merged_ptrs.get((at, "gad:notIn"), ()))]
+            nots = list(dict.fromkeys(self.rewritten_at(r) or (r, "not")
+                                      for p in [at, *sorted(self.merged_ptrs.get((at, "gad:notIn"), ()))]
                                       for r in self.real_pointers(p)))
 
             def refuse(why: str) -> None:  # (each not merged into this string: strict raises at the first)
                 for not_ptr, not_kw in nots:
                     self.unsupported(not_ptr, not_kw, why)
 
+            others = {k: v for k, v in flat.items() if k != "gad:notIn"}  # (the string's other keywords)
             try:
                 out = _not_keys_regex(banned, quoted=False)
             except _UnwritableKeys as e:
                 refuse(f"a not of strings: {e}")
-                return self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
+                return self.string_content(others, ptr)
             if has_len or fmt is not None or pat is not None:
-                rest = self.string_content({k: v for k, v in flat.items() if k != "gad:notIn"}, ptr)
+                rest = self.string_content(others, ptr)
                 if rest is None:
                     return None
                 if rest == "*":  # (an unknown format; or the keywords dropped, lenient)
@@ -3199,7 +3198,7 @@ class _Gen:
         for tname, rx in self.term_defs:
             if tname.partition(".")[0] in used:  # (a name may carry a priority: NAME.2)
                 rng = int_range_of(rx)
-                if rng is not None:  # (read back by note_int_ranges, in any process)
+                if rng is not None:  # (read back by note_direct_automata, in any process)
                     lines.append(f"// gad:int-range {rng[0]} {rng[1]}")
                 not_keys = _NOT_KEYS.get(rx)
                 if not_keys is not None:  # (the same)
@@ -3728,7 +3727,7 @@ def _noted(rx: str, keys: Sequence[str], quoted: bool) -> str:
     strings (their content, unless ``quoted``; a content regex also inside quotes, as a string terminal
     writes it) other than ``keys``, whose automaton it then builds directly; each also as Lark reads
     it back from a ``/.../`` terminal, and for the grammar text's ``// gad:not-words`` line
-    (:func:`note_int_ranges` reads it in any process)."""
+    (:func:`note_direct_automata` reads it in any process)."""
     words = list(dict.fromkeys(keys))
 
     def note(text: str, frame: str, close: str) -> None:

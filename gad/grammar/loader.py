@@ -313,7 +313,7 @@ class Grammar:
         else:
             lark_text = text
             start = start or "start"
-            json_schema.note_int_ranges(text)  # (a JSON Schema's grammar names its integer ranges)
+            json_schema.note_direct_automata(text)  # (a JSON Schema's grammar names its integer ranges, not-words sets)
         if kind == "ebnf":
             _check_size(lark_text, path, what="the grammar converted from GBNF")
         grammar = cls(lark_text=lark_text, path=path, kind=kind, start=start, rule_names=rule_names)
@@ -336,7 +336,7 @@ class Grammar:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        json_schema.note_int_ranges(self.lark_text)  # (as from_string: in this process too)
+        json_schema.note_direct_automata(self.lark_text)  # (as from_string: in this process too)
 
     @cached_property
     def tables(self) -> ParserTables:
