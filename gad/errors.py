@@ -84,14 +84,19 @@ class UnsupportedSchemaError(GrammarError):
         keyword: the keyword, e.g. ``"patternProperties"``.
         reason: why it cannot be expressed.
 
-    ``Grammar.from_json_schema(..., lenient=True)`` drops such keywords instead, with a warning.
+    ``Grammar.from_json_schema(..., lenient=True)`` drops such keywords instead, with a warning;
+    the refusals :func:`gad.grammar.json_schema.convert` raises say so (``hint``), as its callers
+    (library and CLI) may not know the option.
     """
 
-    def __init__(self, message: str, pointer: str = "", keyword: str = "", **kw) -> None:
+    droppable: bool = True  # whether lenient=True can drop it (False: a limit no drop lifts)
+
+    def __init__(self, message: str, pointer: str = "", keyword: str = "", hint: str = "", **kw) -> None:
         self.pointer = pointer
         self.keyword = keyword
         self.reason = message
-        super().__init__(f"JSON Schema at #{pointer}: keyword {keyword!r}: {message}", **kw)
+        super().__init__(f"JSON Schema at #{pointer}: keyword {keyword!r}: {message}" + (f" ({hint})" if hint else ""),
+                         **kw)
 
 
 # --- models / tokenizers --------------------------------------------------------------------------

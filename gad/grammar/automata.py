@@ -29,6 +29,7 @@ from gad.grammar.regex_ast import MAX_CP, RegexUnsupported, complement, norm, pa
 MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal's regexp
 MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
 MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
+MAX_TERMINALS = 1_000  # terminals of one grammar, named and anonymous (each a lexer automaton; gad.grammar.loader)
 
 
 def clip(text: str, limit: int = 80) -> str:

@@ -85,11 +85,15 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   spec's "division results in an integer"; ``jsonschema`` divides binary floats, which can differ,
   e.g. for 0.07 and multipleOf 0.01) over the spelling without exponent, as an intersection of
   automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
+* ``not``: rewritten as the schema of the values it admits where the negated schema is one of the
+  shapes :func:`_negation` negates (a ``type``, ``required``, ``properties`` of such shapes, ``enum`` /
+  ``const`` of strings, ``null`` and booleans, and ``$ref`` / ``anyOf`` / ``allOf`` / ``not`` of
+  those); ``if`` / ``then`` / ``else`` is the disjoint union "(``if`` and ``then``) or (not ``if``
+  and ``else``)" (:meth:`_Gen.conditional`), so ``if`` must be such a shape unless ``else`` is
+  ``false`` (a rewrite spelling out over 64 alternatives is refused).
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
-  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``, ``not``
-  (except of a ``type`` alone, of ``required``, and of ``$ref`` / ``anyOf`` / ``allOf`` of those:
-  :func:`_not_schema`), ``if`` / ``then`` / ``else``,
-  ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
+  ``minProperties`` over 1 with additional keys, ``unevaluated*``, ``contains``, ``uniqueItems: true``,
+  ``not`` / ``if`` of any other shape, ``$dynamicRef``, ``$recursiveRef``, remote ``$ref``, formats the spec defines that gad does not
   implement, draft-03 ``extends`` / ``disallow`` / ``divisibleBy`` (under a draft-03
   ``$schema``; annotations otherwise).  Every other key is an annotation (title, description,
   ``x-...`` extensions and any keyword no draft defines: validators ignore them).
@@ -158,6 +162,7 @@ from gad.grammar.automata import (
     MAX_CONTEXT_STATES,
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
+    MAX_TERMINALS,
     AutomatonTooLarge,
     budgeted,
     cached_fsm,
@@ -313,8 +318,10 @@ def _check_nesting(root: Any) -> bool:
         if not isinstance(node, (dict, list)):
             continue
         if depth > MAX_SCHEMA_NESTING:
-            raise UnsupportedSchemaError(f"the schema nests objects and arrays over {MAX_SCHEMA_NESTING} "
+            err = UnsupportedSchemaError(f"the schema nests objects and arrays over {MAX_SCHEMA_NESTING} "
                                          "levels deep (gad's limit)", pointer=ptr, keyword=key)
+            err.droppable = False
+            raise err
         items = node.items() if isinstance(node, dict) else enumerate(node)
         for k, v in items:
             if isinstance(v, (dict, list)):
@@ -3204,10 +3211,37 @@ class _Gen:
                 if not_keys is not None:  # (the same)
                     lines.append("// gad:not-words " + json.dumps({"keys": not_keys[0], "quoted": not_keys[1]}))
                 lines.append(f"{tname}: /{lark_regexp(rx)}/")
+        n_terms = len(lines)
         for tname, lit in self.lit_defs:
             if tname in used:
                 lines.append(f'{tname}: "{lit}"')
+        n_terms = sum(1 for tname, _rx in self.term_defs if tname.partition(".")[0] in used) + len(lines) - n_terms
+        if n_terms > MAX_TERMINALS:  # (refused here, where the schema's place can be named, not by the loader)
+            ptr, n = _most_properties(self.root)
+            err = UnsupportedSchemaError(
+                f"the grammar needs {n_terms:,} terminals (each listed property name is one; {n:,} are listed here), "
+                f"more than gad's limit of {MAX_TERMINALS:,} for one grammar", pointer=ptr, keyword="properties")
+            err.droppable = False  # (lenient has nothing to drop: the names are the schema)
+            raise err
         return "\n".join(lines) + "\n"
+
+
+def _most_properties(root: Any) -> tuple[str, int]:
+    """``(JSON pointer, count)`` of the schema object in ``root`` that lists the most names under
+    ``properties`` (the first such in document order; ``("", 0)`` when none does)."""
+    best = ("", 0)
+    todo: list[tuple[str, Any]] = [("", root)]
+    while todo:
+        ptr, node = todo.pop()
+        if isinstance(node, dict):
+            props = node.get("properties")
+            if isinstance(props, dict) and len(props) > best[1]:
+                best = (ptr, len(props))
+            todo.extend((_ptr_join(ptr, k), v) for k, v in reversed(list(node.items()))
+                        if k not in ("enum", "const", "default", "examples", "example"))  # (values, not schemas)
+        elif isinstance(node, list):
+            todo.extend((_ptr_join(ptr, i), v) for i, v in reversed(list(enumerate(node))))
+    return best
 
 
 
@@ -3771,6 +3805,10 @@ def _user_level() -> int:
 _GAD_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
+#: the end of a refusal's message (not under ``lenient``): the way round it, in the library's and the CLI's words
+LENIENT_HINT = "lenient=True, or --lenient on the command line, drops it with a warning"
+
+
 def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = False,
             lenient: bool = False) -> SchemaGrammar:
     """Convert a JSON Schema into Lark grammar text (see the module docstring for the semantics).
@@ -3806,7 +3844,10 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
             split |= {e.pointer}
             continue
         except UnsupportedSchemaError as e:  # (named where the user wrote it)
-            raise UnsupportedSchemaError(e.reason, pointer=gen.real_pointer(e.pointer, e.keyword), keyword=e.keyword) from None
+            err = UnsupportedSchemaError(e.reason, pointer=gen.real_pointer(e.pointer, e.keyword), keyword=e.keyword,
+                                         hint=LENIENT_HINT if not lenient and e.droppable else "")
+            err.droppable = e.droppable
+            raise err from None
         more = gen.pruned_keys() - dead
         if not more:
             break

@@ -53,6 +53,7 @@ from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import (
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
+    MAX_TERMINALS,
     AutomatonTooLarge,
     clip,
     regex_fsm,
@@ -74,7 +75,8 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 # The shipped grammars use a few KB, < 200 definitions and < 100 terminals.
 MAX_GRAMMAR_CHARS = 1_000_000  # characters of grammar text (the source, GBNF before conversion too)
 MAX_DEFINITIONS = 5_000  # rule and terminal definitions
-MAX_TERMINALS = 1_000  # terminals, named and anonymous (distinct string literals count one each)
+# MAX_TERMINALS (gad.grammar.automata, where the JSON Schema writer reads it too): terminals, named and
+# anonymous (distinct string literals count one each)
 
 _LARK_LOCK = threading.Lock()
 

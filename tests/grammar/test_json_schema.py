@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import gad
 from gad.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar import Grammar
-from gad.grammar.json_schema import FORMATS, convert
+from gad.grammar.json_schema import FORMATS, LENIENT_HINT, convert
 from gad.testing.schemas import BYTES, agree_with_jsonschema, refused_then_widened
 from gad.testing.schemas import SchemaChecker as Checker
 from gad.testing.schemas import schema_oracle as oracle
@@ -212,12 +212,36 @@ def test_unsupported_keywords_name_pointer(schema, pointer, keyword):
         convert(schema)
     assert (e.value.pointer, e.value.keyword) == (pointer, keyword)
     assert isinstance(e.value, GrammarError) and f"#{pointer}" in str(e.value)
+    assert str(e.value).endswith(f"({LENIENT_HINT})") and e.value.droppable  # (the way round it, named)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         sg = convert(schema, lenient=True)
     assert any(d.keyword == keyword and d.pointer == pointer for d in sg.dropped)
     assert any(keyword in str(x.message) for x in w)
     Grammar.from_string(sg.lark_text)
+
+
+def test_limits_lenient_cannot_lift_are_refused_without_the_hint():
+    # more listed names than a grammar may have terminals: refused at the object listing them, not by the
+    # grammar loader's "fold keyword alternatives" (a Lark author's advice), even under lenient
+    names = {f"field_{i}": {"type": "integer"} for i in range(1_200)}
+    schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"a": {}}},
+                                               "big": {"type": "object", "properties": names}}}
+    for lenient in (False, True):
+        with pytest.raises(UnsupportedSchemaError) as e:
+            convert(schema, lenient=lenient)
+        assert (e.value.pointer, e.value.keyword, e.value.droppable) == ("/properties/big", "properties", False)
+        assert "1,200 are listed here" in str(e.value) and "lenient" not in str(e.value)
+    # just under the limit: converted (the loader's own limit is the same number)
+    few = {"type": "object", "properties": dict(list(names.items())[:900])}
+    assert convert(few).lark_text.count('"\\"field_') == 900
+    # nesting past the limit: named, no hint
+    deep: dict = {"type": "integer"}
+    for _ in range(200):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(deep, lenient=True)
+    assert not e.value.droppable and "lenient" not in str(e.value)
 
 
 def test_unknown_formats_and_keywords_are_annotations():
