@@ -137,7 +137,7 @@ import threading
 import types
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -153,6 +153,7 @@ from lark.load_grammar import eval_escaping
 
 from gad.errors import (
     EmptyLanguageError,
+    GadError,
     InvalidArgumentError,
     InvalidSchemaError,
     SchemaKeywordWarning,
@@ -1052,6 +1053,7 @@ class SchemaGrammar:
     _info: dict = field(repr=False, compare=False, default_factory=dict)
     _root: str = field(repr=False, compare=False, default="")
     _ws: bool = field(repr=False, compare=False, default=False)
+    _float_kind: bool = field(repr=False, compare=False, default=False)  # (draft 3 / 4: 1.0 is no integer)
 
     def dumps(self, value: Any, indent: int | None = None) -> str:
         """``value`` as JSON text in the spelling and property order the grammar accepts.
@@ -1124,8 +1126,10 @@ class SchemaGrammar:
             out.append(end + "]")
             return
         num = info.get("num")
-        if isinstance(v, float) and v.is_integer() and num is not None and int_range_union(num) is not None:
-            # (an int32 / int64 number: a float, which the format leaves alone, keeps its fraction)
+        if isinstance(v, float) and v.is_integer() and math.isfinite(v) and (
+                self._float_kind or (num is not None and int_range_union(num) is not None)):
+            # (a float keeps its fraction where it is no integer: under drafts 3 and 4, and for an
+            # int32 / int64 number, a float, which the format leaves alone)
             text = _plain_number(v)
             out.append(text if "." in text else text + ".0")
             return
@@ -1171,9 +1175,10 @@ def _json_eq(a: Any, b: Any) -> bool:
 # ------------------------------------------------------------------------------------ converter
 class _Gen:
     def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool,
-                 dead: frozenset[str] = frozenset(), split: frozenset[str] = frozenset()) -> None:
+                 dead: frozenset[str] = frozenset(),
+                 split: Mapping[str, UnsupportedSchemaError | None] = types.MappingProxyType({})) -> None:
         self.root = root
-        self.split = split  # pointers of the split oneOfs whose branches as written make no union
+        self.split = split  # split oneOfs whose branches as written make no union: pointer -> _SplitFirst.first
         # pointers of property schemas found to admit no value only once the grammar was pruned
         # (an object requiring a property it forbids): their names are banned from the start
         self.dead_ptrs = dead
@@ -1184,6 +1189,7 @@ class _Gen:
         self.real_of: dict[str, set[str]] = {}  # pointer made for a merged schema -> where it may be
         self.aliases: dict[str, set[str]] = {}  # a kept schema's place -> places of copies merged into it
         self.near_misses: dict[tuple[str, str], str] = {}  # (pointer, key) -> the keyword it is close to
+        self.not_why: dict[str, str] = {}  # pointer of a not -> why its rewrite was given up (a limit)
         if ws == "compact":
             self.ws = ""
         elif ws == "flexible":
@@ -1210,6 +1216,9 @@ class _Gen:
         self.n = 0
         self.depth = 0
         nested_schema = _check_nesting(root)
+        if isinstance(root, dict) and "$schema" in root and not isinstance(root["$schema"], str):
+            raise InvalidSchemaError(f"$schema must be a string (the draft's URI), got {root['$schema']!r}",
+                                     pointer="/$schema")
         try:
             cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
             check_schema(cls, root)  # cls.check_schema's verdict, most schemas without jsonschema
@@ -1285,7 +1294,10 @@ class _Gen:
         if frag and not frag.startswith("/"):
             self.unsupported(ptr, "$ref", f"anchor references ({ref!r}) are not supported")
             return True, ptr
-        self.check_base(ptr)
+        why = self.foreign_base(ptr)
+        if why is not None:  # (lenient: the $ref dropped, the place admits anything)
+            self.unsupported(ptr, "$ref", why)
+            return True, ptr
         node = self.root
         for part in frag.split("/")[1:] if frag else []:
             part = unquote(part).replace("~1", "/").replace("~0", "~")
@@ -1354,17 +1366,28 @@ class _Gen:
         path = _walk(self.root, ptr)
         return len(path) == ptr.count("/") + 1 and isinstance(path[-1][1], dict) and keyword in path[-1][1]
 
-    def check_base(self, ptr: str) -> None:
-        """Refuse a ``#...`` reference made inside a subschema with its own ``$id`` (draft-04's ``id``):
-        it resolves against that resource, not the root document (a bundled schema's ``$defs``
-        entries carry their ``$id``), which gad does not follow."""
+    def foreign_base(self, ptr: str) -> str | None:
+        """Why a ``#...`` reference made at ``ptr`` cannot be resolved against the root, or None: inside
+        a subschema with its own ``$id`` (draft-04's ``id``) it resolves against that resource (a bundled
+        schema's ``$defs`` entries carry their ``$id``), which gad does not follow."""
         ids = ("$id", "id") if type(self.validator).__name__ in ("Draft3Validator", "Draft4Validator") else ("$id",)
         for here, node in _walk(self.root, ptr)[1:]:  # (a merged schema's pointer stops where it leaves the document)
             if isinstance(node, dict) and any(isinstance(node.get(k), str) for k in ids):
                 kw = next(k for k in ids if isinstance(node.get(k), str))
-                self.unsupported(_ptr_join(here, kw), kw, "a $ref inside a subschema with its own "
-                                 f"{kw} resolves against that resource; gad resolves against the root only")
-                return
+                return (f"a $ref inside a subschema with its own {kw} (#{here}) resolves against that resource; "
+                        "gad resolves against the root only")
+        return None
+
+    def resolve_negated(self, ref: str, ptr: str) -> Any:
+        """The target of ``ref`` (made at ``ptr``) inside a schema gad negates (:func:`_not_schema`), or
+        :data:`_UNRESOLVED` under ``lenient`` where :meth:`resolve` would drop it: dropping a ``$ref``
+        under a ``not`` would narrow the schema, so the negation is refused, and dropped, whole."""
+        why = self.foreign_base(ptr)
+        if why is not None:
+            if not self.lenient:
+                self.unsupported(ptr, "$ref", why)
+            return _UNRESOLVED
+        return self.resolve(ref, ptr)[0]
 
     # ------------------------------------------------------------------------ flattening
     def defined(self, node: Any) -> frozenset[str]:
@@ -1487,7 +1510,11 @@ class _Gen:
         if isinstance(node, _Internal) and isinstance(rest.get("not"), _Internal) and set(rest["not"]) == {"enum"}:
             not_in = rest.pop("not")["enum"]  # (gad's own not of an enum, from _negation)
         if "not" in rest:
-            neg = _not_schema(rest["not"], lambda ref: self.resolve(ref, _ptr_join(ptr, "not"))[0], self.defined)
+            why: list[str] = []
+            neg = _not_schema(rest["not"], lambda ref: self.resolve_negated(ref, _ptr_join(ptr, "not")), self.defined,
+                              why)
+            if why:
+                self.not_why[ptr] = why[0]
             if neg is not None:  # (other shapes stay, and are refused where they constrain: kind_parts)
                 rest.pop("not")
                 flat = self.merge(flat, self.flatten(neg, _ptr_join(ptr, "not"), depth + 1), ptr)
@@ -1552,7 +1579,7 @@ class _Gen:
         if all(b is True or b is False or (isinstance(b, dict) and {k for k in b if not _is_annotation(k)} <= {"type"})
                for b in branches):
             return None
-        negs = [_not_schema(b, lambda ref: self.resolve(ref, _ptr_join(ptr, "oneOf"))[0], self.defined) for b in branches]
+        negs = [_not_schema(b, lambda ref: self.resolve_negated(ref, _ptr_join(ptr, "oneOf")), self.defined) for b in branches]
         if any(x is None for x in negs):
             return None
         split = []
@@ -1578,7 +1605,7 @@ class _Gen:
             yes.member_ptrs = [at_if, _ptr_join(ptr, "then")]
             cases.append((yes, _ptr_join(ptr, "then")))
         if other is not False:
-            neg = _not_schema(cond, lambda ref: self.resolve(ref, at_if)[0], self.defined)
+            neg = _not_schema(cond, lambda ref: self.resolve_negated(ref, at_if), self.defined)
             if neg is None:
                 return None
             no = _Internal(allOf=[neg, other])
@@ -1852,15 +1879,15 @@ class _Gen:
             try:
                 return self._union_parts(dict(flat, _unions=[(str(kw), plain, uptr)] + flat["_unions"][1:]), ptr)
             except UnsupportedSchemaError as e:
-                inner = self.refused_inside(e, uptr, ("anyOf", "oneOf"))
-                if inner is not None:
-                    raise inner from None
-                # (the attempt left memos of rules it never finished: the conversion starts again)
-                raise _SplitFirst(uptr) from None
+                # the split may build where the union as written cannot (its branches narrowed by the
+                # others' negations); if it cannot either, a refusal at a keyword of the user's met here
+                # is the one raised.  The attempt left memos of rules it never finished: the conversion
+                # starts again
+                raise _SplitFirst(uptr, self.refused_inside(e, uptr, ("anyOf", "oneOf"))) from None
         try:
             return self._union_parts(flat, ptr)
         except UnsupportedSchemaError as e:
-            inner = self.refused_inside(e, uptr, ("anyOf", "oneOf", str(kw)))
+            inner = self.refused_inside(e, uptr, ("anyOf", "oneOf", str(kw))) or self.split.get(uptr)
             if inner is not None:
                 raise inner from None
             how = ("if / then / else, written as '(if and then) or (not if and else)', makes" if kw == "if" else
@@ -2401,7 +2428,9 @@ class _Gen:
         pp = flat["_ptr"]
         for kw, ks in _UNSUPPORTED.items():
             if kw in flat and (ks is None or ks & kinds):
-                self.unsupported(pp.get(kw, ptr), kw, "not expressible exactly as a grammar")
+                at = pp.get(kw, ptr)
+                self.unsupported(at, kw, (self.not_why.get(at) if kw == "not" else None)
+                                 or "not expressible exactly as a grammar")
         if flat.get("uniqueItems") is True and "array" in kinds:
             self.unsupported(pp.get("uniqueItems", ptr), "uniqueItems", "uniqueItems: true is not a context-free "
                              "constraint")
@@ -2870,7 +2899,8 @@ class _Gen:
         # pattern keys: one terminal per pattern (pairwise disjoint), at Lark's default priority so
         # that a listed name it matches is retyped to the name's literal (the keyword rule); keys no
         # pattern matches fall to an additional-key terminal at priority -1, tried after them all
-        pat_items = [(self.term(rx, "K"), self.value_rule(sch, pp_ptr)) for _pat, sch, rx, pp_ptr in pats]
+        pat_items = [(self.term(rx, "K"), None if pp_ptr in self.dead_ptrs else self.value_rule(sch, pp_ptr))
+                     for _pat, sch, rx, pp_ptr in pats]
         holder = pats[0][3].rsplit("/", 2)[0] if pats else ptr  # (the object holding patternProperties)
         if pats and banned:  # (lenient: the names are not banned, as without their listed schemas)
             self.unsupported(pptr, "properties", f"the properties {banned} admit no value; beside "
@@ -2954,7 +2984,8 @@ class _Gen:
                                 "hi": hi_p, "okey": okey, "add": add_rule, "same": same, "src": src,
                                 "add_same": ("schema", json.dumps(addl, sort_keys=True, default=str)),
                                 "add_src": (addl, _ptr_join(ptr, "additionalProperties")),
-                                "plain": not pats, "banned": banned}
+                                "plain": not pats, "banned": banned,
+                                "pat_rules": [(pp_ptr, r) for (_pat, _s, _rx, pp_ptr), (_t, r) in zip(pats, pat_items, strict=True)]}
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -3147,14 +3178,20 @@ class _Gen:
         return out
 
     def pruned_keys(self) -> set[str]:
-        """Pointers of listed properties whose value rule :meth:`prune` removed: their names must be
-        banned from the object's additional-key terminal too (else they would be read as additional
-        properties), which a new pass with them in ``dead`` does."""
+        """Pointers of listed properties and of ``patternProperties`` patterns whose value rule
+        :meth:`prune` removed: their keys must not fall to the object's additional-key terminal (a
+        listed name is banned from it; a pattern admitting no value is written as one whose schema is
+        ``false``), which a new pass with them in ``dead`` does."""
         out: set[str] = set()
+
+        def pruned(r: str | None) -> bool:
+            return r is not None and r not in self.rules and not r[:1].isupper()  # (a terminal: productive)
+
         for lay in self.obj_built.values():
             for k, r, _q in lay.get("live", ()):
-                if r is not None and r not in self.rules and not r[:1].isupper():  # (a terminal: productive)
+                if pruned(r):
                     out.add(lay["src"][k][1])
+            out.update(pp_ptr for pp_ptr, r in lay.get("pat_rules", ()) if pruned(r))
         return out
 
     def run(self) -> str:
@@ -3223,7 +3260,49 @@ class _Gen:
                 f"more than gad's limit of {MAX_TERMINALS:,} for one grammar", pointer=ptr, keyword="properties")
             err.droppable = False  # (lenient has nothing to drop: the names are the schema)
             raise err
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a name or a string value gad writes as it is
+            ptr, kw = _lone_surrogate_at(self.root)
+            err = UnsupportedSchemaError(
+                "a lone surrogate code point (U+D800-U+DFFF) in a string gad must write: no UTF-8 text holds "
+                "it (write the character it should pair into, or the pair)", pointer=ptr, keyword=kw)
+            err.droppable = False
+            raise err from None
+        return text
+
+
+def _lone_surrogate_at(root: Any) -> tuple[str, str]:
+    """``(JSON pointer, keyword)`` of the first name or string value in ``root`` holding a lone
+    surrogate: a name under ``properties`` / ``dependentRequired`` / ``dependencies``, one in
+    ``required``, a string (or a name) inside an ``enum`` / ``const``; ``("", "")`` when none does."""
+    def bad(x: Any) -> bool:
+        if isinstance(x, str):
+            return any(0xD800 <= ord(ch) <= 0xDFFF for ch in x)
+        if isinstance(x, dict):
+            return any(bad(k) or bad(v) for k, v in x.items())
+        if isinstance(x, list):
+            return any(bad(v) for v in x)
+        return False
+
+    todo: list[tuple[str, Any]] = [("", root)]
+    while todo:
+        ptr, node = todo.pop()
+        if isinstance(node, list):
+            todo.extend((_ptr_join(ptr, i), v) for i, v in reversed(list(enumerate(node))))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for kw in ("properties", "dependentRequired", "dependencies"):
+            if isinstance(node.get(kw), dict) and any(bad(k) for k in node[kw]):
+                return ptr, kw
+        for kw in ("required", "enum", "const"):
+            if kw in node and bad(node[kw]):
+                return ptr, kw
+        todo.extend((_ptr_join(ptr, k), v) for k, v in reversed(list(node.items()))
+                    if k not in ("enum", "const", "default", "examples", "example"))
+    return "", ""
 
 
 def _most_properties(root: Any) -> tuple[str, int]:
@@ -3521,14 +3600,18 @@ def _near_keyword(key: str) -> str | None:
 _NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties"})
 
 
+_UNRESOLVED = object()  # a $ref gad cannot follow, met while negating (_Gen.resolve_negated)
+
+
 class _SplitFirst(BaseException):
     """A split ``oneOf`` (at ``pointer``) whose branches as written make no union: :func:`convert`
     starts again and builds it split at once.  (A BaseException: no ``except Exception`` on the way
     may take it for a refusal.)"""
 
-    def __init__(self, pointer: str) -> None:
+    def __init__(self, pointer: str, first: UnsupportedSchemaError | None = None) -> None:
         super().__init__(pointer)
         self.pointer = pointer
+        self.first = first  # the as-written attempt's refusal at a keyword of the user's, if it was one
 
 
 class _Rewrite(str):
@@ -3574,11 +3657,23 @@ def _alternatives(x: Any) -> int:
 _MAX_NEGATION_NODES = 256
 
 
-def _not_schema(n: Any, resolve: Callable[[str], Any], defined: Callable[[Any], frozenset[str]]) -> Any:
+def _not_schema(n: Any, resolve: Callable[[str], Any], defined: Callable[[Any], frozenset[str]],
+                why: list[str] | None = None) -> Any:
     """:func:`_negation`, or None when it spells out over :data:`_MAX_REWRITE_ALTERNATIVES`
-    alternatives or visits over :data:`_MAX_NEGATION_NODES` subschemas."""
-    neg = _negation(n, resolve, [_MAX_NEGATION_NODES], frozenset(), defined)
-    return None if neg is None or _alternatives(neg) > _MAX_REWRITE_ALTERNATIVES else neg
+    alternatives or visits over :data:`_MAX_NEGATION_NODES` subschemas (those two reasons appended to
+    ``why``, where given)."""
+    budget = [_MAX_NEGATION_NODES]
+    neg = _negation(n, resolve, budget, frozenset(), defined)
+    if neg is None:
+        if budget[0] < 0 and why is not None:
+            why.append(f"its negation visits over {_MAX_NEGATION_NODES} subschemas (gad's limit)")
+        return None
+    k = _alternatives(neg)
+    if k > _MAX_REWRITE_ALTERNATIVES:
+        if why is not None:
+            why.append(f"its negation spells out {k:,} alternatives (gad's limit: {_MAX_REWRITE_ALTERNATIVES})")
+        return None
+    return neg
 
 
 def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: frozenset[str],
@@ -3628,7 +3723,8 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
         return _Internal(type="object", **({"anyOf": missing} if len(missing) > 1 else missing[0]))
     ref = n.get("$ref")
     if keys == {"$ref"} and isinstance(ref, str) and (ref == "#" or ref.startswith("#/")) and ref not in refs:
-        return _negation(resolve(ref), resolve, budget, refs | {ref}, defined)
+        target = resolve(ref)
+        return None if target is _UNRESOLVED else _negation(target, resolve, budget, refs | {ref}, defined)
     if keys == {"not"}:  # (a union under two nots is left to the union code: De Morgan would multiply it out)
         return n["not"] if _alternatives(n["not"]) == 1 else None
     if keys == {"properties"} and isinstance(n["properties"], dict):  # a listed name with a value outside its schema
@@ -3805,6 +3901,27 @@ def _user_level() -> int:
 _GAD_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 
 
+def _pruned_when_lenient(root: Any, whitespace: str | int, strict: bool, dead: frozenset[str],
+                         split: dict[str, UnsupportedSchemaError | None]) -> frozenset[str]:
+    """The places (:meth:`_Gen.pruned_keys`) a lenient pass finds empty, for a strict pass that was
+    refused before pruning could find them (a union of objects whose branch holds a property that
+    admits no value, which banned is exact).  Sound: a lenient grammar is wider place by place, so
+    what is empty there is empty in the exact one.  Empty where that pass fails too."""
+    for _ in range(8):  # (each oneOf split restarts the pass; a few at most)
+        gen = _Gen(root, whitespace, strict, True, dead, split)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gen.run()
+        except _SplitFirst as e:
+            split = {**split, e.pointer: e.first}
+            continue
+        except GadError:
+            return frozenset()
+        return frozenset(gen.pruned_keys())
+    return frozenset()
+
+
 #: the end of a refusal's message (not under ``lenient``): the way round it, in the library's and the CLI's words
 LENIENT_HINT = "lenient=True, or --lenient on the command line, drops it with a warning"
 
@@ -3835,15 +3952,19 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
             raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
     root = load_schema(schema)
     dead: frozenset[str] = frozenset()
-    split: frozenset[str] = frozenset()
+    split: dict[str, UnsupportedSchemaError | None] = {}
     while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
         gen = _Gen(root, whitespace, strict, lenient, dead, split)
         try:
             text = gen.run()
         except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
-            split |= {e.pointer}
+            split = {**split, e.pointer: e.first}
             continue
         except UnsupportedSchemaError as e:  # (named where the user wrote it)
+            more = set() if lenient else _pruned_when_lenient(root, whitespace, strict, dead, split) - dead
+            if more:  # the refusal may be one that knowing these empty places lifts: again, with them
+                dead |= more
+                continue
             err = UnsupportedSchemaError(e.reason, pointer=gen.real_pointer(e.pointer, e.keyword), keyword=e.keyword,
                                          hint=LENIENT_HINT if not lenient and e.droppable else "")
             err.droppable = e.droppable
@@ -3861,5 +3982,6 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
         warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
                       + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=_user_level())
     return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
-                         _root=gen.root_rule or "", _ws=bool(gen.ws))
+                         _root=gen.root_rule or "", _ws=bool(gen.ws),
+                         _float_kind=gen.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator))
 
