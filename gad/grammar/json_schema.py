@@ -1366,6 +1366,21 @@ class _Gen:
         path = _walk(self.root, ptr)
         return len(path) == ptr.count("/") + 1 and isinstance(path[-1][1], dict) and keyword in path[-1][1]
 
+    def existing_place(self, ptr: str, keyword: str) -> str:
+        """Where a refusal or drop of ``keyword`` found at ``ptr`` is named: ``ptr`` where the user's
+        schema holds ``keyword`` there; else the deepest place above it that does; else the one place
+        in the document that does, where only one does; else the deepest place above it in the document.
+        (A place gad made for a rewrite or a merge that :meth:`real_pointers` could not map back is
+        never named: it holds nothing the user wrote.)"""
+        if self.names_keyword(ptr, keyword):
+            return ptr
+        path = _walk(self.root, ptr)
+        for here, node in reversed(path):
+            if isinstance(node, dict) and keyword in node:
+                return here
+        holders = _places_holding(self.root, keyword, 2)
+        return holders[0] if len(holders) == 1 else path[-1][0]
+
     def foreign_base(self, ptr: str) -> str | None:
         """Why a ``#...`` reference made at ``ptr`` cannot be resolved against the root, or None: inside
         a subschema with its own ``$id`` (draft-04's ``id``) it resolves against that resource (a bundled
@@ -1724,7 +1739,8 @@ class _Gen:
             for a, bs in aliases.items():
                 if d.pointer == a or d.pointer.startswith(a + "/"):
                     todo.extend(Dropped(b + d.pointer[len(a):], d.keyword, d.reason) for b in bs)
-        once = {(d.pointer, d.keyword): d for d in sorted(out, key=lambda d: (d.pointer, d.keyword, d.reason), reverse=True)}
+        placed = [Dropped(self.existing_place(d.pointer, d.keyword), d.keyword, d.reason) for d in out]
+        once = {(d.pointer, d.keyword): d for d in sorted(placed, key=lambda d: (d.pointer, d.keyword, d.reason), reverse=True)}
         return sorted(once.values(), key=lambda d: (d.pointer, d.keyword))
 
     def dropped_as(self, ptr: str, keyword: str) -> tuple[str, str]:
@@ -3273,6 +3289,23 @@ class _Gen:
         return text
 
 
+def _places_holding(root: Any, keyword: str, most: int) -> list[str]:
+    """JSON pointers of the schema objects in ``root`` holding ``keyword`` (at most ``most``, in
+    document order; values under ``enum`` / ``const`` / ``default`` / ``examples`` are not schemas)."""
+    out: list[str] = []
+    todo: list[tuple[str, Any]] = [("", root)]
+    while todo and len(out) < most:
+        ptr, node = todo.pop()
+        if isinstance(node, dict):
+            if keyword in node:
+                out.append(ptr)
+            todo.extend((_ptr_join(ptr, k), v) for k, v in reversed(list(node.items()))
+                        if k not in ("enum", "const", "default", "examples", "example"))
+        elif isinstance(node, list):
+            todo.extend((_ptr_join(ptr, i), v) for i, v in reversed(list(enumerate(node))))
+    return out
+
+
 def _lone_surrogate_at(root: Any) -> tuple[str, str]:
     """``(JSON pointer, keyword)`` of the first name or string value in ``root`` holding a lone
     surrogate: a name under ``properties`` / ``dependentRequired`` / ``dependencies``, one in
@@ -3965,7 +3998,8 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
             if more:  # the refusal may be one that knowing these empty places lifts: again, with them
                 dead |= more
                 continue
-            err = UnsupportedSchemaError(e.reason, pointer=gen.real_pointer(e.pointer, e.keyword), keyword=e.keyword,
+            err = UnsupportedSchemaError(e.reason, pointer=gen.existing_place(gen.real_pointer(e.pointer, e.keyword),
+                                                                              e.keyword), keyword=e.keyword,
                                          hint=LENIENT_HINT if not lenient and e.droppable else "")
             err.droppable = e.droppable
             raise err from None

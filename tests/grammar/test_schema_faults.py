@@ -124,3 +124,26 @@ def test_dumps_keeps_a_float_a_float_where_the_draft_tells_them_apart():
         assert c.accepts_value(v) is oracle(d4, v), v
     c = Checker({"type": "integer"})  # 2020-12: 1.0 is an integer, spelled without its fraction
     assert c.sg.dumps(1.0) == "1" and c.accepts_value(1.0) and oracle({"type": "integer"}, 1.0)
+
+
+@pytest.mark.parametrize("schema,strict,drops", [
+    # (refusals and drops at places gad made for a merge or a rewrite used to name those places)
+    ({"allOf": [{"additionalProperties": {"contains": {}}}]},
+     ("/allOf/0/additionalProperties", "contains"), [("/allOf/0/additionalProperties", "contains")]),
+    ({"allOf": [{"additionalProperties": {"patternProperties": {"^a": {}, "b": {}}}}, {"dependentRequired": {"a": ["k"]}}]},
+     ("/allOf/0/additionalProperties", "patternProperties"), [("/allOf/0/additionalProperties", "patternProperties")]),
+    ({"not": {"anyOf": [{"properties": {"k": {"type": "null"}, "c": {"type": "boolean"}}},
+                        {"properties": {"c": {"type": "string"}}}]}}, ("/not", "anyOf"), [("", "not")]),
+    ({"if": {"required": ["b"]}, "then": {"required": ["c"]}, "additionalProperties": False,
+      "patternProperties": {"^x": {}}}, ("", "additionalProperties"), [("", "additionalProperties"), ("", "if")]),
+    ({"oneOf": [{"required": ["b"]}, {"type": "string"}], "additionalProperties": False,
+      "patternProperties": {"^x": {}}}, ("", "additionalProperties"), [("", "oneOf")]),
+])
+def test_refusals_and_drops_name_places_of_the_users_schema(schema, strict, drops):
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert(schema)
+    assert (e.value.pointer, e.value.keyword) == strict
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sg = convert(schema, lenient=True)
+    assert [(d.pointer, d.keyword) for d in sg.dropped] == drops
