@@ -14,7 +14,7 @@ import operator
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -425,44 +425,58 @@ def _ends_in_quote(text: str) -> bool:
 
 
 def meet_parts(regexp: str) -> list[str] | None:
-    """The terminals ``"A"``, ``"B"``, ..., ``"C"`` of a terminal written ``"(?=A")(?=B")...C"`` (a JSON
-    string whose content matches each of A, B, ... and C), or None for a regexp of any other shape.
+    """The terminals ``"A"``, ..., ``"C"`` of a terminal written ``"(?=A")...C"`` (a JSON string whose
+    content matches each of A, ... and C), or None for a regexp of any other shape, a negative
+    lookahead included (:func:`meet_split` reads those)."""
+    split = meet_split(regexp)
+    return None if split is None or split[1] else split[0]
+
+
+def meet_split(regexp: str) -> tuple[list[str], list[str]] | None:
+    """``(kept, dropped)`` of a terminal written ``"(?=A")(?!N")...C"``: the terminals ``"A"``, ...,
+    ``"C"`` whose strings it keeps (the positive lookaheads' and the rest, last) and ``"N"``, ... whose
+    strings it takes out (the negative lookaheads'), or None for a regexp of any other shape.
 
     Where each of those terminals spells only JSON strings (checked by :func:`regex_fsm`, which then
-    builds their intersection), Python's ``re`` (Lark's scanner) reads the terminal as exactly that
-    intersection: a lookahead's ``A"`` cannot end before or after the token's closing quote, since
-    a string of JSON content units (each a character other than a quote or backslash, or a whole
-    escape) followed by a quote has its first unescaped quote there.  The JSON Schema converter writes
-    a pattern / length / format intersection so where the product automaton is too large to write
-    back as one regex."""
-    if not regexp.startswith('"(?='):
+    builds the intersection of the kept ones less the dropped ones), Python's ``re`` (Lark's scanner)
+    reads the terminal as exactly that: a lookahead's ``A"`` cannot end before or after the token's
+    closing quote, since a string of JSON content units (each a character other than a quote or
+    backslash, or a whole escape) followed by a quote has its first unescaped quote there.  The JSON
+    Schema converter writes a pattern / length / format intersection so where the product automaton
+    is too large to write back as one regex, and a ``not`` of a pattern (a difference) likewise."""
+    if not regexp.startswith(('"(?=', '"(?!')):
         return None
-    parts: list[str] = []
+    kept: list[str] = []
+    dropped: list[str] = []
+    signs: list[bool] = []
     i = 1
-    while regexp.startswith("(?=", i):
+    while regexp.startswith(("(?=", "(?!"), i):
         j = _group_end(regexp, i) + 1
         if not j:
             return None
         inner = regexp[i + 3:j - 1]
         if not _ends_in_quote(inner):
             return None
-        parts.append('"' + inner)  # (a sequence ending in its quote: checked on Python's parse below)
+        positive = regexp[i + 2] == "="
+        (kept if positive else dropped).append('"' + inner)  # (a sequence ending in its quote: checked below)
+        signs.append(positive)
         i = j
     rest = regexp[i:]
     if not _ends_in_quote(rest):
         return None
-    parts.append('"' + rest)
+    kept.append('"' + rest)
     try:  # the text's split agrees with Python's reading: a quote, the lookaheads, the rest
         items = parse(regexp)
     except RegexUnsupported:
         return None
-    k = len(parts) - 1
+    k = len(signs)
     looks = items[1:1 + k]
     if (str(items[0][0]) != "LITERAL" or items[0][1] != 34 or str(items[-1][0]) != "LITERAL" or items[-1][1] != 34
-            or any(str(op) != "ASSERT" or av[0] != 1 or not av[1].data or str(av[1].data[-1][0]) != "LITERAL"
-                   or av[1].data[-1][1] != 34 for op, av in looks)):
+            or any(str(op) != ("ASSERT" if pos else "ASSERT_NOT") or av[0] != 1 or not av[1].data
+                   or str(av[1].data[-1][0]) != "LITERAL" or av[1].data[-1][1] != 34
+                   for (op, av), pos in zip(looks, signs, strict=True))):
         return None  # (each lookahead a sequence ending in its quote: "(?=a|")" is a or a quote)
-    return parts
+    return kept, dropped
 
 
 _REPEAT = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")  # {m}, {m,}, {m,n}, {,n} (Python's repeat counts)
@@ -476,9 +490,9 @@ def unsupported_feature(regexp: str) -> str | None:
     (a lookaround, back-reference, anchor, atomic group, conditional, or possessive quantifier such as
     ``a*+``, which interegular would read as ``(a*)+``), or None.  A lookahead intersection of JSON
     strings (:func:`meet_parts`) is read exactly: its parts are checked instead."""
-    parts = meet_parts(regexp)
-    if parts is not None:
-        return next((bad for bad in map(unsupported_feature, parts) if bad), None)
+    split = meet_split(regexp)
+    if split is not None:
+        return next((bad for bad in map(unsupported_feature, split[0] + split[1]) if bad), None)
     i, n, in_class, after_quant = 0, len(regexp), False, False
     while i < n:
         c = regexp[i]
@@ -523,9 +537,9 @@ def unsupported_feature(regexp: str) -> str | None:
     return None
 
 
-def _meet_fsm(parts: list[str], max_states: int) -> interegular.FSM:
-    """The intersection of the terminals ``parts`` (:func:`meet_parts`), each checked to spell only JSON
-    strings.
+def _meet_fsm(parts: list[str], max_states: int, minus: Sequence[str] = ()) -> interegular.FSM:
+    """The intersection of the terminals ``parts`` less those of ``minus`` (:func:`meet_split`), each
+    checked to spell only JSON strings.
 
     The product may build up to twice ``max_states`` states before it is minimised (a length bound
     times a pattern's states: most of them merge); it is not tried where the two automata's sizes
@@ -557,13 +571,24 @@ def _meet_fsm(parts: list[str], max_states: int) -> interegular.FSM:
         out = out if small is None else small
         if len(out.map) > max_states:
             raise AutomatonTooLarge
+    for part in minus:
+        f = regex_fsm(part, max_states)
+        if not budgeted(partial(spells_json, f), max_states):
+            raise ValueError(f"the lookahead difference's part {clip(part)} spells more than JSON strings")
+        if len(out.map) * len(f.map) > 10 * max_states:
+            raise AutomatonTooLarge
+        out = budgeted(partial(operator.sub, out, f), 2 * max_states)
+        small = minimize(out)
+        out = out if small is None else small
+        if len(out.map) > max_states:
+            raise AutomatonTooLarge
     return out
 
 
 def _build_fsm(regexp: str, max_states: int) -> interegular.FSM:
-    meet = meet_parts(regexp)
+    meet = meet_split(regexp)
     if meet is not None:
-        return _meet_fsm(meet, max_states)
+        return _meet_fsm(meet[0], max_states, meet[1])
     not_words = _NOT_WORDS.get(regexp)
     if not_words is not None:
         frame, noted = not_words

@@ -775,7 +775,7 @@ _KEYWORDS = frozenset({
     "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "$recursiveRef",
     "pattern", "minLength", "maxLength", "format", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "multipleOf", "extends", "disallow", "divisibleBy",
-    "gad:notIn"})  # (gad's own, in flattened schemas only: no draft defines it, so a user's is dropped)
+    "gad:notIn", "gad:notPattern"})  # (gad's own, in flattened schemas only: no draft defines them, so a user's is dropped)
 
 
 _DRAFT3_KEYWORDS = frozenset({"extends", "disallow", "divisibleBy"})  # keywords only under draft-03
@@ -948,15 +948,18 @@ class _Chunked:
 
 @dataclass(frozen=True)
 class _Meet:
-    """A string whose content matches every one of ``parts`` (content regexes) where their
-    intersection's automaton fits gad's budget for one terminal but is too large to write back as one
-    regex: the terminal is ``"(?=P1")...(?=Pk-1")Pk"``, which Python's ``re`` (Lark's scanner) and gad's
-    automata (:func:`gad.grammar.automata.meet_parts`) both read as the intersection."""
+    """A string whose content matches every one of ``parts`` and none of ``negs`` (content regexes)
+    where that automaton fits gad's budget for one terminal but is too large to write back as one
+    regex: the terminal is ``"(?!N1")...(?=P1")...(?=Pk-1")Pk"``, which Python's ``re`` (Lark's
+    scanner) and gad's automata (:func:`gad.grammar.automata.meet_split`) both read as the
+    intersection of the P less the N."""
 
     parts: tuple[str, ...]
+    negs: tuple[str, ...] = ()
 
     def terminal(self) -> str:
-        return '"' + "".join(f'(?={p}")' for p in self.parts[:-1]) + self.parts[-1] + '"'
+        return ('"' + "".join(f'(?!{n}")' for n in self.negs) + "".join(f'(?={p}")' for p in self.parts[:-1])
+                + self.parts[-1] + '"')
 
 
 _OPAQUE = (_Chunked, _Meet)  # string parts that unions cannot merge as regex text
@@ -1521,9 +1524,11 @@ class _Gen:
                 if present is not False:
                     branches_.append((present, dptr))
                 flat["_unions"].append((kw, branches_, ptr))
-        not_in = None
+        not_in = not_pattern = None
         if isinstance(node, _Internal) and isinstance(rest.get("not"), _Internal) and set(rest["not"]) == {"enum"}:
             not_in = rest.pop("not")["enum"]  # (gad's own not of an enum, from _negation)
+        elif isinstance(node, _Internal) and isinstance(rest.get("not"), _Internal) and set(rest["not"]) == {"pattern"}:
+            not_pattern = [rest.pop("not")["pattern"]]  # (gad's own not of a pattern, from _negation)
         if "not" in rest:
             why: list[str] = []
             neg = _not_schema(rest["not"], lambda ref: self.resolve_negated(ref, _ptr_join(ptr, "not")), self.defined,
@@ -1550,6 +1555,9 @@ class _Gen:
         if not_in is not None:
             own["gad:notIn"] = not_in
             own["_ptr"]["gad:notIn"] = ptr
+        if not_pattern is not None:
+            own["gad:notPattern"] = not_pattern
+            own["_ptr"]["gad:notPattern"] = ptr
         for kw, v in rest.items():
             if _is_annotation(kw):
                 if kw not in _KEYWORDS and kw not in _ANNOTATIONS and not kw.startswith(("_", "x-")):
@@ -1668,6 +1676,8 @@ class _Gen:
                 out[kw] = bool(u) or bool(v)
             elif kw == "gad:notIn":
                 out[kw] = list(u) + [x for x in v if not any(_json_eq(x, y) for y in u)]
+            elif kw == "gad:notPattern":
+                out[kw] = list(u) + [x for x in v if x not in u]
             elif _json_eq(u, v):
                 pass
             else:
@@ -2480,36 +2490,58 @@ class _Gen:
         if hi is not None and lo > hi:
             return None
         banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
-        if banned:  # a rewritten not of an enum (_negation): the strings none of these
-            at = pp.get("gad:notIn", ptr)
+        not_pats = flat.get("gad:notPattern", [])
+        if banned or not_pats:  # rewritten nots of an enum / of patterns (_negation): the strings none of these
+            places = [(kw, at) for kw, on in (("gad:notIn", banned), ("gad:notPattern", not_pats)) if on
+                      for at in [pp.get(kw, ptr)]]
             nots = list(dict.fromkeys(self.rewritten_at(r) or (r, "not")
-                                      for p in [at, *sorted(self.merged_ptrs.get((at, "gad:notIn"), ()))]
+                                      for kw, at in places
+                                      for p in [at, *sorted(self.merged_ptrs.get((at, kw), ()))]
                                       for r in self.real_pointers(p)))
 
             def refuse(why: str) -> None:  # (each not merged into this string: strict raises at the first)
                 for not_ptr, not_kw in nots:
                     self.unsupported(not_ptr, not_kw, why)
 
-            others = {k: v for k, v in flat.items() if k != "gad:notIn"}  # (the string's other keywords)
+            others = {k: v for k, v in flat.items() if k not in ("gad:notIn", "gad:notPattern")}  # (the string's other keywords)
+            negs: list[Any] = []
             try:
-                out = _not_keys_regex(banned, quoted=False)
+                if banned:
+                    negs.append(_not_keys_regex(banned, quoted=False))
+                if not_pats:
+                    negs.append(_not_patterns_fsm(not_pats))
             except _UnwritableKeys as e:
                 refuse(f"a not of strings: {e}")
+                return self.string_content(others, ptr)
+            except RegexUnsupported as e:
+                refuse(f"a not of a pattern: {e}")
+                return self.string_content(others, ptr)
+            except AutomatonTooLarge:
+                refuse(f"a not of a pattern: the strings it leaves need an automaton of more than "
+                       f"{MAX_TERMINAL_STATES:,} states (gad's budget for one terminal)")
                 return self.string_content(others, ptr)
             if has_len or fmt is not None or pat is not None:
                 rest = self.string_content(others, ptr)
                 if rest is None:
                     return None
                 if rest == "*":  # (an unknown format; or the keywords dropped, lenient)
-                    return self.not_fitting(out, refuse)
+                    rest = f"{UNIT}*"
                 if not isinstance(rest, str):  # (a chain of chunks or an intersection terminal)
                     refuse("a not of strings beside a length bound over gad's chain limit or an intersection terminal")
                     return rest
-                ok, rx = _intersect_content([rest, out])
-                if not ok:
+                negs.append(rest)
+            if len(negs) == 1 and isinstance(negs[0], str):
+                out = negs[0]
+            else:
+                ok, rx = _intersect_content([f"{UNIT}*", *negs] if all(not isinstance(x, str) for x in negs) else negs)
+                if not ok:  # a lookahead terminal: the kept contents less the patterns' (within budget)
+                    kept = [x for x in negs if isinstance(x, str)] or [f"{UNIT}*"]
+                    meet = _meet_less(kept, [pattern_regex(p) for p in not_pats]) if not_pats else None
+                    if meet is not None:
+                        return meet
                     refuse("a not of strings beside pattern / length / format needs an automaton intersection too "
                            "large to write as one terminal")
-                    return rest
+                    return self.string_content(others, ptr)
                 if rx is None:
                     return None
                 out = rx
@@ -3413,6 +3445,22 @@ def _inside(f: Any, g: Any) -> bool:
     return bool(budgeted(lambda: (f - g).empty(), _MAX_PRODUCT_STATES_BUILT))
 
 
+def _not_patterns_fsm(patterns: list[str]) -> Any:
+    """The automaton of the canonical string contents in which none of ``patterns`` (JSON Schema
+    ``pattern`` strings: ECMA-262, a search) finds a match: the contents of :data:`UNIT` characters
+    minus each pattern's (:func:`gad.grammar.regex.pattern_regex`), minimised.
+
+    Raises:
+        RegexUnsupported: a pattern gad cannot read as a regular language.
+        AutomatonTooLarge: over gad's budget for one terminal's automaton."""
+    out: Any = regex_fsm(f"{UNIT}*")
+    for p in patterns:
+        out = minimize(budgeted(functools.partial(out.difference, regex_fsm(pattern_regex(p))), MAX_TERMINAL_STATES))
+        if out is None:
+            raise AutomatonTooLarge(f"not of {p!r}")
+    return out
+
+
 def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
     """``(True, rx)``: a content regex for the strings every one of ``regexes`` matches (None: no
     string does); ``(False, None)`` when the intersection's automaton or its regex exceeds gad's
@@ -3457,6 +3505,18 @@ def _meet_of(parts: list[str]) -> _Meet | None:
         return None
     try:
         meet = _Meet(tuple(parts[1:] + parts[:1]))  # (the pattern, or the format, read last)
+        regex_fsm(meet.terminal())
+        return meet
+    except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
+        return None
+
+
+def _meet_less(kept: list[str], less: list[str]) -> _Meet | None:
+    """The string content matching every one of ``kept`` and none of ``less`` (content regexes) as a
+    lookahead terminal (:class:`_Meet`), where its automaton is within gad's budget for one terminal
+    (built now, and kept for the lexer); None where it is not."""
+    try:
+        meet = _Meet(tuple(kept), tuple(less))
         regex_fsm(meet.terminal())
         return meet
     except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
@@ -3533,11 +3593,12 @@ def _string_terminal(string: str | _Meet) -> str:
 def _unflatten(flat: dict) -> _Internal:
     """The schema a flattened one means, in gad's reading (2020-12's keywords at its top and in the
     :class:`_Internal` schemas inside; the user's subschemas inside it under their own draft)."""
-    out = _Internal((k, v) for k, v in flat.items() if not k.startswith("_") and k != "gad:notIn")
+    out = _Internal((k, v) for k, v in flat.items() if not k.startswith("_") and k not in ("gad:notIn", "gad:notPattern"))
     extra = [_Internal(anyOf=[b for b, _p in br]) if kw != "oneOf" else _Internal(oneOf=[b for b, _p in br])
              for kw, br, _up in flat["_unions"]]
     if "gad:notIn" in flat:
         extra.append(_Internal({"not": _Internal(enum=flat["gad:notIn"])}))
+    extra.extend(_Internal({"not": _Internal(pattern=p)}) for p in flat.get("gad:notPattern", ()))
     if extra:
         out["allOf"] = extra
     return out
@@ -3630,7 +3691,7 @@ def _near_keyword(key: str) -> str | None:
 
 
 #: keywords whose meanings are independent of each other's: a schema of several is the allOf of each
-_NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties"})
+_NEGATABLE = frozenset({"type", "required", "not", "anyOf", "allOf", "properties", "pattern"})
 
 
 _UNRESOLVED = object()  # a $ref gad cannot follow, met while negating (_Gen.resolve_negated)
@@ -3750,6 +3811,8 @@ def _negation(n: Any, resolve: Callable[[str], Any], budget: list[int], refs: fr
         if not isinstance(vals, list) or not all(v is None or isinstance(v, (bool, str)) for v in vals):
             return None
         return _Internal({"not": _Internal(enum=vals)}) if vals else True
+    if keys == {"pattern"} and isinstance(n["pattern"], str):  # the strings it finds no match in
+        return _Internal(type="string", **{"not": _Internal(pattern=n["pattern"])})
     req = n.get("required")
     if keys == {"required"} and isinstance(req, list) and req and all(isinstance(r, str) for r in req):
         missing = [_Internal(properties={r: False}) for r in dict.fromkeys(req)]

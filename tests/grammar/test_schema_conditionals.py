@@ -337,3 +337,57 @@ def test_lenient_warning_points_at_the_callers_line() -> None:
         warnings.simplefilter("always")
         Grammar.from_json_schema({"not": {"minimum": 3}}, lenient=True)
     assert [w.filename for w in seen if issubclass(w.category, UserWarning)] == [__file__]
+
+
+_PATTERN_STRINGS = ["", "a", "ab", "abc", "b", "ba", "...", "-", "x", "hello", "(){}", "ok.", "aaaaa", "aaaaaa",
+                    "1234567890123plugin", "1234567890123plugi", "12345678901234plugin", "xplugin", "a@example.com",
+                    "a@b.com", "a@example.comx", "é", "éa", "a\\", '"', "axxxb", "zaxxxb", "cd", "ce"]
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "not": {"pattern": "^[\\.\\,\\*\\\\\\-\\s\\{\\}\\(\\)]+$"}},  # (MaskBench, a name)
+    {"not": {"pattern": "^[\\.\\,\\*\\\\\\-\\s\\{\\}\\(\\)]+$"}},  # (every non-string matches: none passes)
+    {"type": "string", "not": {"pattern": ".{14,}(?:ghlint|plugin)"}},  # (MaskBench: a lookahead difference)
+    {"type": "string", "maxLength": 5, "not": {"pattern": "a"}},
+    {"type": "string", "pattern": "^a", "not": {"pattern": "b"}},
+    {"not": {"type": "string", "pattern": "x"}},
+    {"type": "string", "format": "email", "not": {"pattern": "@example\\.com$"}},  # (a lookahead difference)
+    {"type": "string", "not": {"enum": ["ab", "cd"]}, "allOf": [{"not": {"pattern": "^c"}}, {"not": {"pattern": "é"}}]},
+    {"properties": {"n": {"not": {"pattern": "^a"}}}, "required": ["n"]},
+    {"anyOf": [{"type": "string", "not": {"pattern": "^a"}}, {"type": "integer"}]},
+])
+def test_not_of_a_pattern_agrees_with_jsonschema(schema: dict) -> None:
+    """``not`` of a ``pattern`` is the strings it finds no match in (the canonical strings' automaton
+    less the pattern's, written back as a regex, or as the lookahead difference ``"(?!P")..."`` where
+    that regex is too large), met with the string's other keywords; every other type matches a
+    pattern, so fails its ``not``."""
+    values = _VALUES + _PATTERN_STRINGS + [{"n": s} for s in _PATTERN_STRINGS]
+    c = agree_with_jsonschema(schema, values)
+    assert c is not None and not c.sg.dropped
+
+
+def test_a_not_of_a_pattern_gad_cannot_write_is_refused_at_the_not() -> None:
+    with pytest.raises(UnsupportedSchemaError) as ei:  # (a chain of length chunks: no lookahead over it)
+        convert({"type": "string", "maxLength": 100, "not": {"pattern": "^a.{3}b"}})
+    assert (ei.value.pointer, ei.value.keyword) == ("", "not")
+    with pytest.raises(UnsupportedSchemaError) as ei:  # (a back-reference: no regular language)
+        convert({"type": "string", "not": {"pattern": "(a)\\1"}})
+    assert (ei.value.pointer, ei.value.keyword) == ("", "not")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(alphabet='ab"\\c', max_size=6), min_size=20, max_size=20))
+def test_lookahead_difference_terminal_reads_as_pythons_re(texts: list[str]) -> None:
+    """``"(?!N")(?=P")C"`` is read by gad's automata (:func:`gad.grammar.automata.meet_split`) as the
+    JSON strings of C and P less those of N, as Python's ``re`` (Lark's scanner) reads it."""
+    import re
+
+    from gad.grammar.automata import meet_split, regex_fsm
+
+    unit = '(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\])'  # (a JSON string's content unit: the parts must spell JSON strings)
+    terminal = f'"(?!{unit}*ab{unit}*")(?=a{unit}*"){unit}*"'
+    assert meet_split(terminal) == ([f'"a{unit}*"', f'"{unit}*"'], [f'"{unit}*ab{unit}*"'])
+    fsm = regex_fsm(terminal)
+    for t in texts:
+        s = '"' + t + '"'
+        assert fsm.accepts(s) is bool(re.fullmatch(terminal, s)), s
