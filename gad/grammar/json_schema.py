@@ -171,7 +171,6 @@ from gad.grammar.automata import (
     fsm_regex,
     greedy_regex,
     int_range_of,
-    int_range_union,
     minimize,
     note_int_range,
     note_not_words,
@@ -1057,6 +1056,7 @@ class SchemaGrammar:
     _root: str = field(repr=False, compare=False, default="")
     _ws: bool = field(repr=False, compare=False, default=False)
     _float_kind: bool = field(repr=False, compare=False, default=False)  # (draft 3 / 4: 1.0 is no integer)
+    _float_nums: frozenset[str] = field(repr=False, compare=False, default=frozenset())  # (int32 / int64 numbers)
 
     def dumps(self, value: Any, indent: int | None = None) -> str:
         """``value`` as JSON text in the spelling and property order the grammar accepts.
@@ -1130,14 +1130,13 @@ class SchemaGrammar:
             return
         num = info.get("num")
         if isinstance(v, float) and v.is_integer() and math.isfinite(v) and (
-                self._float_kind or (num is not None and int_range_union(num) is not None)):
+                self._float_kind or (num is not None and num in self._float_nums)):
             # (a float keeps its fraction where it is no integer: under drafts 3 and 4, and for an
             # int32 / int64 number, a float, which the format leaves alone)
-            text = _plain_number(v)
-            out.append(text if "." in text else text + ".0")
+            out.append(f"{int(v)}.0")  # (the float's exact value: 2.0 ** 63 is 9223372036854775808)
             return
-        if isinstance(v, float) and v.is_integer() and abs(v) < 1e16:
-            v = int(v)
+        if isinstance(v, float) and v.is_integer() and math.isfinite(v):
+            v = int(v)  # (exact: the shortest repr of 2.0 ** 63 reads back as another integer)
         if isinstance(v, float) and math.isfinite(v):
             out.append(_plain_number(v))  # no exponent: bounded numbers are spelled without one
             return
@@ -1193,6 +1192,7 @@ class _Gen:
         self.aliases: dict[str, set[str]] = {}  # a kept schema's place -> places of copies merged into it
         self.near_misses: dict[tuple[str, str], str] = {}  # (pointer, key) -> the keyword it is close to
         self.not_why: dict[str, str] = {}  # pointer of a not -> why its rewrite was given up (a limit)
+        self.float_nums: set[str] = set()  # number terminals of int32 / int64 numbers (int_format_number)
         if ws == "compact":
             self.ws = ""
         elif ws == "flexible":
@@ -2122,7 +2122,8 @@ class _Gen:
                         return f"branches {a['ptr']} and {b['ptr']} can both start with the key {k!r}"
                     if not self.values_disjoint(a, b, k):
                         return (f"branches {a['ptr']} and {b['ptr']} both start with the key {k!r} and "
-                                      "its values overlap")
+                                      "its values overlap (or are numbers one of whose spellings starts another's, "
+                                      "which the lexer cannot tell apart)")
                 elif one_of and not (_excludes(a, b) or _excludes(b, a)):
                     return f"oneOf branches {a['ptr']} and {b['ptr']} may both hold for one object"
         return ""
@@ -2284,7 +2285,8 @@ class _Gen:
                     for gj in range(gi + 1, len(groups)):
                         if not self.parts_disjoint(self.parts(*groups[gi][2]), self.parts(*groups[gj][2])):
                             return None, (f"two branches give a key ({groups[gi][2][1]} and {groups[gj][2][1]}) "
-                                          "overlapping value schemas after the same keys")
+                                          "overlapping value schemas after the same keys (or numbers, one "
+                                          "spelling the start of another: the lexer cannot tell them apart)")
                 sep = f"{comma} " if c0 else ""
                 for r, _sk, _src, nxs in groups:
                     alts.append(f"{sep}{tok} {colon} {r} {state_rule(tuple(sorted(nxs)))}")
@@ -2304,14 +2306,20 @@ class _Gen:
         return self.parts_disjoint(self.parts(*_prop_schema(a, k)), self.parts(*_prop_schema(b, k)))
 
     def parts_disjoint(self, pa: _Parts, pb: _Parts) -> bool:
-        """No value is in both, and the first terminals are pairwise disjoint (on the automata)."""
+        """No value is in both, and the first terminals are pairwise disjoint (on the automata); two
+        number terminals also never spell a number that starts one of the other's (they stand side
+        by side in one lexer context)."""
         if (pa.obj and pb.obj) or (pa.arr and pb.arr) or (pa.lits & pb.lits):
             return False
         if pa.string is not None and pb.string is not None:
             if isinstance(pa.string, _Chunked) or isinstance(pb.string, _Chunked) or \
                     self.overlap(_string_terminal(pa.string), _string_terminal(pb.string)):
                 return False
-        if pa.number is not None and pb.number is not None and self.overlap(pa.number, pb.number):
+        if pa.number is not None and pb.number is not None and (
+                self.overlap(pa.number, pb.number) or self.overlap(f"(?:{pa.number}){_NUMBER_TAIL}", pb.number)
+                or self.overlap(f"(?:{pb.number}){_NUMBER_TAIL}", pa.number)):
+            # (a number has no end mark: where one terminal's number starts another's, "2" and "2.5",
+            # the lexer, as Lark's, takes the first terminal that matches and never reads the other)
             return False
         return True
 
@@ -2773,13 +2781,12 @@ class _Gen:
                 return rest
         if fracs is None or ints is None:
             return fracs if ints is None else ints
-        if int_range_of(ints) is not None:
-            return f"(?:{fracs}|{ints})"
-        joined = _join_numbers(fracs, ints)
+        joined = f"(?:{fracs}|{ints})" if int_range_of(ints) is not None else _join_numbers(fracs, ints)
         if joined is None:
             self.unsupported(flat["_ptr"].get("format", ptr), "format", f"format {flat['format']} on a number: "
                              "its fractions and integers together are too large to write as one terminal")
             return rest
+        self.float_nums.add(joined)  # (dumps keeps a float's fraction here: the format bounds integers only)
         return joined
 
     def number_product(self, parts: list[Any], mult: float | None, pp: dict, ptr: str, kw: str) -> str | None:
@@ -2947,15 +2954,27 @@ class _Gen:
         # pattern keys: one terminal per pattern (pairwise disjoint), at Lark's default priority so
         # that a listed name it matches is retyped to the name's literal (the keyword rule); keys no
         # pattern matches fall to an additional-key terminal at priority -1, tried after them all
-        pat_items = [(self.term(rx, "K"), None if pp_ptr in self.dead_ptrs else self.value_rule(sch, pp_ptr))
-                     for _pat, sch, rx, pp_ptr in pats]
+        pat_rules = [None if pp_ptr in self.dead_ptrs else self.value_rule(sch, pp_ptr) for _pat, sch, _rx, pp_ptr in pats]
+        # beside patterns, keys that must not be written are taken out of the key terminals by a
+        # lookahead difference ("(?!N")...", automata.meet_split): the listed names whose schema admits
+        # no value out of every key terminal (a pattern's would take them), the keys of patterns whose
+        # schema admits none out of the additional-key terminal
+        off_names = "|".join(_rx_lit(json.dumps(k, ensure_ascii=False)[1:-1]) for k in banned) if pats else ""
+        off_keys = [rx[1:-1] for (_pat, _s, rx, _p), r in zip(pats, pat_rules, strict=True) if r is None]
+        not_names = f'(?!(?:{off_names})")' if off_names else ""
+        pat_rxs = ['"' + not_names + rx[1:] if not_names else rx for _pat, _s, rx, _p in pats]
+        addl_key = f'"{not_names}' + "".join(f'(?!{k}")' for k in off_keys) + f'{UNIT}*"'
         holder = pats[0][3].rsplit("/", 2)[0] if pats else ptr  # (the object holding patternProperties)
-        if pats and banned:  # (lenient: the names are not banned, as without their listed schemas)
-            self.unsupported(pptr, "properties", f"the properties {banned} admit no value; beside "
-                             "patternProperties their names would need an automaton difference")
-        if addl is not False and any(r is None for _t, r in pat_items):
-            self.unsupported(holder, "patternProperties", "a pattern whose schema admits no value beside "
-                             "additional properties would need an automaton difference")
+        if (not_names or off_keys) and not _differences_fit(pat_rxs + ([addl_key] if addl is not False else [])):
+            if banned:  # (lenient: the names are not banned, as without their listed schemas)
+                self.unsupported(pptr, "properties", f"the properties {banned} admit no value; beside "
+                                 "patternProperties their names need an automaton difference over gad's budget")
+            if addl is not False and off_keys:
+                self.unsupported(holder, "patternProperties", "a pattern whose schema admits no value beside "
+                                 "additional properties needs an automaton difference over gad's budget")
+            pat_rxs = [rx for _pat, _s, rx, _p in pats]
+            addl_key = f'"{UNIT}*"'
+        pat_items = [(self.term(rx, "K"), r) for rx, r in zip(pat_rxs, pat_rules, strict=True)]
         free_items = [f"{t} {{colon}} {r}" for t, r in pat_items if r is not None]
         comma = self.punct(",", True, True)
         colon = self.punct(":", True, True)
@@ -2968,7 +2987,7 @@ class _Gen:
         okey = None
         if add_rule is not None:
             if pats:
-                okey = self.term(f'"{UNIT}*"', "K", priority=-1)
+                okey = self.term(addl_key, "K", priority=-1)
             else:
                 try:
                     okey = self.term(_not_keys_regex(banned) if banned else f'"{UNIT}*"', "K")
@@ -3443,6 +3462,21 @@ def _meet(f: Any, g: Any) -> Any:
 def _inside(f: Any, g: Any) -> bool:
     """``f``'s language lies inside ``g``'s (under the product budget)."""
     return bool(budgeted(lambda: (f - g).empty(), _MAX_PRODUCT_STATES_BUILT))
+
+
+_NUMBER_TAIL = "[0-9eE+\\-.]+"  # what may follow a number's start inside a number token
+
+
+def _differences_fit(regexes: list[str]) -> bool:
+    """Whether every one of the terminal ``regexes`` holding a lookahead difference (``"(?!N")..."``) has
+    an automaton within gad's budget for one terminal (built now and kept: :func:`regex_fsm` caches it)."""
+    for rx in regexes:
+        if rx.startswith('"(?!'):
+            try:
+                regex_fsm(rx)
+            except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
+                return False
+    return True
 
 
 def _not_patterns_fsm(patterns: list[str]) -> Any:
@@ -4080,5 +4114,6 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
                       + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=_user_level())
     return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
                          _root=gen.root_rule or "", _ws=bool(gen.ws),
-                         _float_kind=gen.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator))
+                         _float_kind=gen.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator),
+                         _float_nums=frozenset(gen.float_nums))
 
