@@ -229,7 +229,8 @@ class Grammar:
 
     @classmethod
     def from_regex(cls, pattern: str) -> Grammar:
-        """The strings ``s`` with ``re.fullmatch(pattern, s)`` (:mod:`gad.grammar.regex`).
+        """The strings ``s`` with ``re.fullmatch(pattern, s, re.ASCII)`` (:mod:`gad.grammar.regex`: the
+        classes ``\\d``, ``\\w``, ``\\s`` are ASCII, as in gad's lexer).
 
         Raises:
             GrammarSyntaxError: not a valid Python regex.  UnsupportedGrammarError: lookarounds,
