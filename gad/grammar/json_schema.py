@@ -87,8 +87,9 @@ Keywords (draft 2020-12, plus the draft-04/06/07/2019-09 spellings):
   automata like strings'.  :meth:`SchemaGrammar.dumps` writes floats without exponent.
 * ``not``: rewritten as the schema of the values it admits where the negated schema is one of the
   shapes :func:`_negation` negates (a ``type``, ``required``, ``properties`` of such shapes, ``enum`` /
-  ``const`` of strings, ``null`` and booleans, and ``$ref`` / ``anyOf`` / ``allOf`` / ``not`` of
-  those); ``if`` / ``then`` / ``else`` is the disjoint union "(``if`` and ``then``) or (not ``if``
+  ``const`` of strings, ``null`` and booleans, ``pattern`` (the strings it finds no match in: the
+  lookahead difference ``"(?!P")..."`` where the complement is too large to write back as a regex),
+  and ``$ref`` / ``anyOf`` / ``allOf`` / ``not`` of those); ``if`` / ``then`` / ``else`` is the disjoint union "(``if`` and ``then``) or (not ``if``
   and ``else``)" (:meth:`_Gen.conditional`), so ``if`` must be such a shape unless ``else`` is
   ``false`` (a rewrite spelling out over 64 alternatives is refused).
 * refused (``UnsupportedSchemaError``): overlapping ``patternProperties``, ``propertyNames``,
