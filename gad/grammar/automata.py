@@ -555,33 +555,28 @@ def _meet_fsm(parts: list[str], max_states: int, minus: Sequence[str] = ()) -> i
     def spells_json(f: interegular.FSM) -> bool:
         return bool((f - json_string).empty())
 
-    fsms = []
-    for part in parts:
+    def part_fsm(part: str) -> interegular.FSM:
         f = regex_fsm(part, max_states)
         if not budgeted(partial(spells_json, f), max_states):
-            raise ValueError(f"the lookahead intersection's part {clip(part)} spells more than JSON strings")
-        fsms.append(f)
-    fsms.sort(key=lambda f: len(f.map))
+            raise ValueError(f"the lookahead terminal's part {clip(part)} spells more than JSON strings")
+        return f
+
+    def step(out: interegular.FSM, op: Callable[[Any, Any], Any], f: interegular.FSM) -> interegular.FSM:
+        if len(out.map) * len(f.map) > 10 * max_states:
+            raise AutomatonTooLarge
+        out = budgeted(partial(op, out, f), 2 * max_states)
+        small = minimize(out)
+        out = out if small is None else small
+        if len(out.map) > max_states:
+            raise AutomatonTooLarge
+        return out
+
+    fsms = sorted(map(part_fsm, parts), key=lambda f: len(f.map))
     out = fsms[0]
     for f in fsms[1:]:
-        if len(out.map) * len(f.map) > 10 * max_states:
-            raise AutomatonTooLarge
-        out = budgeted(partial(operator.and_, out, f), 2 * max_states)
-        small = minimize(out)
-        out = out if small is None else small
-        if len(out.map) > max_states:
-            raise AutomatonTooLarge
+        out = step(out, operator.and_, f)
     for part in minus:
-        f = regex_fsm(part, max_states)
-        if not budgeted(partial(spells_json, f), max_states):
-            raise ValueError(f"the lookahead difference's part {clip(part)} spells more than JSON strings")
-        if len(out.map) * len(f.map) > 10 * max_states:
-            raise AutomatonTooLarge
-        out = budgeted(partial(operator.sub, out, f), 2 * max_states)
-        small = minimize(out)
-        out = out if small is None else small
-        if len(out.map) > max_states:
-            raise AutomatonTooLarge
+        out = step(out, operator.sub, part_fsm(part))
     return out
 
 
