@@ -30,6 +30,7 @@ MAX_TERMINAL_STATES = 10_000  # DFA states created while compiling one terminal'
 MAX_REGEX_CHARS = 20_000  # characters of one terminal's regular expression
 MAX_CONTEXT_STATES = 200_000  # byte-level states of one lexer context's union automaton
 MAX_TERMINALS = 1_000  # terminals of one grammar, named and anonymous (each a lexer automaton; gad.grammar.loader)
+MAX_DEFINITIONS = 5_000  # rule and terminal definitions of one grammar (gad.grammar.loader)
 
 
 def clip(text: str, limit: int = 80) -> str:

@@ -162,6 +162,7 @@ from gad.errors import (
 )
 from gad.grammar.automata import (
     MAX_CONTEXT_STATES,
+    MAX_DEFINITIONS,
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
     MAX_TERMINALS,
@@ -3328,6 +3329,16 @@ class _Gen:
                 f"more than gad's limit of {MAX_TERMINALS:,} for one grammar", pointer=ptr, keyword="properties")
             err.droppable = False  # (lenient has nothing to drop: the names are the schema)
             raise err
+        n_defs = sum(1 for line in lines if not line.startswith("//"))
+        big = _largest_count(self.root) if n_defs > MAX_DEFINITIONS else None
+        if big is not None:  # (refused here, at the count that makes the rules, not by the loader)
+            ptr, kw, n = big
+            err = UnsupportedSchemaError(
+                f"the grammar needs {n_defs:,} rule and terminal definitions, more than gad's limit of "
+                f"{MAX_DEFINITIONS:,}; a count is written as one rule per value ({kw} {n:,} here, the largest)",
+                pointer=ptr, keyword=kw)
+            err.droppable = False
+            raise err
         text = "\n".join(lines) + "\n"
         try:
             text.encode("utf-8")
@@ -3339,6 +3350,20 @@ class _Gen:
             err.droppable = False
             raise err from None
         return text
+
+
+def _largest_count(root: Any) -> tuple[str, str, int] | None:
+    """``(JSON pointer, keyword, value)`` of the largest ``minItems`` / ``maxItems`` / ``minProperties`` /
+    ``maxProperties`` of at least 64 in ``root`` (the grammar writes one rule per count up to it), or
+    None where there is none."""
+    best: tuple[str, str, int] | None = None
+    for kw in ("maxItems", "minItems", "maxProperties", "minProperties"):
+        for ptr in _places_holding(root, kw, 10_000):
+            node = _walk(root, ptr)[-1][1]
+            n = node.get(kw) if isinstance(node, dict) else None
+            if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 64 and (best is None or n > best[2]):
+                best = (ptr, kw, int(n))
+    return best
 
 
 def _places_holding(root: Any, keyword: str, most: int) -> list[str]:

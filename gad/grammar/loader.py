@@ -51,6 +51,7 @@ from gad.errors import (
 )
 from gad.grammar import ebnf, json_schema, regex
 from gad.grammar.automata import (
+    MAX_DEFINITIONS,
     MAX_REGEX_CHARS,
     MAX_TERMINAL_STATES,
     MAX_TERMINALS,
@@ -74,7 +75,7 @@ _SUFFIX_KIND = {".lark": "lark", ".ebnf": "ebnf", ".gbnf": "ebnf"}
 # literals took 64-99 s and 924 MB to compile; 1,000 take ~6 s; a 200 KB regexp took 23 s and 830 MB).
 # The shipped grammars use a few KB, < 200 definitions and < 100 terminals.
 MAX_GRAMMAR_CHARS = 1_000_000  # characters of grammar text (the source, GBNF before conversion too)
-MAX_DEFINITIONS = 5_000  # rule and terminal definitions
+# MAX_DEFINITIONS (gad.grammar.automata, read by the JSON Schema writer too): rule and terminal definitions
 # MAX_TERMINALS (gad.grammar.automata, where the JSON Schema writer reads it too): terminals, named and
 # anonymous (distinct string literals count one each)
 

@@ -185,3 +185,16 @@ def test_dumps_depends_on_the_schema_alone_and_writes_floats_exactly():
         c = Checker(schema)
         for v in (float(2 ** 63), float(-(2 ** 63)), 1e20, 2 ** 63, 2.0):
             assert c.accepts_value(v) is oracle(schema, v), (schema, v)
+
+
+def test_too_many_definitions_is_refused_at_the_largest_count():
+    # the grammar loader used to refuse it ("<json-schema>: the grammar has 6,037 rule and terminal
+    # definitions"), a Lark-level message naming no place of the schema (MaskBench: 2 files)
+    schema = {"type": "object", "properties": {k: {"type": "array", "items": {"type": "integer"}, "maxItems": 1000}
+                                               for k in "abcdef"}}
+    schema["properties"]["d"]["maxItems"] = 1010
+    for lenient in (False, True):
+        with pytest.raises(UnsupportedSchemaError) as e:
+            convert(schema, lenient=lenient)
+        assert (e.value.pointer, e.value.keyword, e.value.droppable) == ("/properties/d", "maxItems", False)
+        assert "maxItems 1,010" in e.value.reason
