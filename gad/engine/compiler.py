@@ -347,6 +347,7 @@ class CompiledGrammar:
         cand.sort(key=lambda c: -len(specs[c][0]))
         names = {c: [t.name for t in specs[c][0]] for c in cand}
         lits = {c: [_literal_of(t) for t in specs[c][0]] for c in cand}
+        index = {c: _LiteralIndex(lits[c], specs[c][0]) for c in cand}
         by_term: dict[str, list[int]] = {}
         out: dict[int, int] = {}
         for c in cand:
@@ -363,8 +364,7 @@ class CompiledGrammar:
                 words = [x for x in extra if x is not None]
                 if len(words) < len(extra):
                     continue
-                if all(_inert(x, lit, self, t) for x in words
-                       for lit, t in zip(lits[c], specs[c][0], strict=True)):
+                if index[c].inert(words, self):
                     cover = r
                     break
             if cover is None:
@@ -2061,6 +2061,31 @@ def _literal_of(t: Any) -> str | None:
     if pat.type == "str":
         return str(pat.value)
     return literal_text(pat.value)
+
+
+class _LiteralIndex:
+    """A context's terminals for :meth:`CompiledGrammar._context_cover`'s inertness test: its
+    literals in a set and sorted (prefix look-ups in ``O(len(x) + log n)`` instead of a pass over
+    them: an object's fixed-order key contexts are ``n`` suffixes of ``n`` keys, so the pairwise
+    test was cubic in ``n``), and its other terminals, whose automata are walked."""
+
+    def __init__(self, lits: list[str | None], terms: list[Any]) -> None:
+        self.words = {w for w in lits if w is not None}
+        self.sorted = sorted(self.words)
+        self.lengths = sorted({len(w) for w in self.words})
+        self.others = [t for w, t in zip(lits, terms, strict=True) if w is None]
+
+    def inert(self, xs: list[str], cg: CompiledGrammar) -> bool:
+        """Every literal of ``xs`` is inert for every terminal here (:func:`_inert`)."""
+        for x in xs:
+            if any(x[:n] in self.words for n in self.lengths if n <= len(x)):
+                return False  # a literal here is a prefix of x (or x itself)
+            k = bisect_left(self.sorted, x)
+            if k < len(self.sorted) and self.sorted[k].startswith(x):
+                return False  # x is a prefix of a literal here
+            if not all(_inert(x, None, cg, t) for t in self.others):
+                return False
+        return True
 
 
 def _inert(x: str, lit: str | None, cg: CompiledGrammar, t: Any) -> bool:

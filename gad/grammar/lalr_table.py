@@ -238,25 +238,38 @@ def lalr_table(rules: Sequence[Rule], starts: Sequence[str],
             includes[nt2].add(nt)
     read_sets = digraph(nt_trans, reads, directly_reads)
     follow_sets = digraph(nt_trans, includes, read_sets)
-    lookaheads: dict[int, dict[str, set[int]]] = {}
+    # lookaheads per state and satisfied rule (a state reduces by one rule in nearly every grammar:
+    # its terminals then need no per-terminal set of rules)
+    la_rules: dict[int, dict[int, set[str]]] = {}
     for nt, lbs in lookback.items():
+        fs = follow_sets[nt]
         for st2, k in lbs:
-            la_here = lookaheads.setdefault(st2, {})
-            for term in follow_sets[nt]:
-                la_here.setdefault(term, set()).add(k)
+            la_rules.setdefault(st2, {}).setdefault(k, set()).update(fs)
 
     # actions: shifts, then reduces (priority breaks reduce/reduce ties; shift wins over reduce)
     states: dict[int, dict[str, tuple[Any, Any]]] = {}
     for st in range(n_states):
         actions: dict[str, tuple[Any, Any]] = {sym: (Shift, nxt) for sym, nxt in trans[st].items()}
-        for la, ks in lookaheads.get(st, {}).items():
-            if len(ks) > 1:
-                ranked = sorted(((all_rules[k].options.priority or 0), k) for k in ks)
-                if ranked[-1][0] > ranked[-2][0]:
-                    ks = {ranked[-1][1]}
-                else:
-                    return None  # a reduce/reduce collision: Lark's analyzer raises its own error
-            (k,) = ks
+        by_rule = la_rules.get(st, {})
+        reduce_on: list[tuple[str, int]] = []
+        if len(by_rule) == 1:
+            ((k, las),) = by_rule.items()
+            reduce_on = [(la, k) for la in las]
+        elif by_rule:
+            rules_on: dict[str, set[int]] = {}
+            for k, las in by_rule.items():
+                for la in las:
+                    rules_on.setdefault(la, set()).add(k)
+            for la, ks in rules_on.items():
+                if len(ks) > 1:
+                    ranked = sorted(((all_rules[k].options.priority or 0), k) for k in ks)
+                    if ranked[-1][0] > ranked[-2][0]:
+                        ks = {ranked[-1][1]}
+                    else:
+                        return None  # a reduce/reduce collision: Lark's analyzer raises its own error
+                (k,) = ks
+                reduce_on.append((la, k))
+        for la, k in reduce_on:
             rule = all_rules[k]
             if la in actions:
                 if conflicts is not None:

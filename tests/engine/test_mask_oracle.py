@@ -249,3 +249,16 @@ def test_suffix_contexts_share_an_automaton_only_where_inert() -> None:
     last = next(c for c, n in names.items() if n == {"b", ")"})
     assert last in cover
     assert set(cg.state_ctx.values()).isdisjoint(cover)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("ab\"", min_size=1, max_size=4), min_size=1, max_size=8, unique=True),
+       st.lists(st.text("ab\"", min_size=1, max_size=4), min_size=1, max_size=8))
+def test_literal_index_agrees_with_the_pairwise_prefix_test(lits, extra) -> None:
+    """CompiledGrammar._context_cover's look-up (a set and a sorted list of the context's literals)
+    says "inert" exactly where no literal is a prefix of an added one or has it as a prefix."""
+    from gad.engine.compiler import _LiteralIndex
+
+    index = _LiteralIndex(list(lits), [None] * len(lits))
+    want = not any(x.startswith(y) or y.startswith(x) for x in extra for y in lits)
+    assert index.inert(extra, None) is want  # type: ignore[arg-type]
