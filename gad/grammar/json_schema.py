@@ -210,8 +210,10 @@ _MAX_UNION_ALTS = 256
 _MAX_DEPENDENCIES = 4  # dependencies of one object (each doubles its union's branches)
 _MAX_PRODUCT_STATES = 2048  # states of an object union's key automaton (object_product)
 _MAX_PROPERTY_COUNT = 64
+_TREE_RUN = 8  # optional properties in a run written as a balanced tree (build_object's optional_runs)
 _MAX_PRODUCT_REGEX_STATES = 400  # pattern / length / format intersections: automaton states, ...
 _MAX_PRODUCT_REGEX_CHARS = 20_000  # ... and characters of the regex written back
+_QUICK_REGEX_STATES, _QUICK_REGEX_CHARS = 64, 4_000  # ... where a lookahead intersection may stand in
 _MAX_PRODUCT_STATES_BUILT = 20_000  # states built while intersecting (product, difference, minimising)  # min/maxProperties over this are refused (one rule per count and position)
 _MAX_LENGTH = 64  # longer length bounds are written as a chain of chunk terminals (_Chunked)
 _CHUNK = 64  # units per chunk terminal of a long length-bounded string
@@ -2579,12 +2581,17 @@ class _Gen:
                 if star is not None:  # pattern C* or C+ over raw characters: C{lo,hi}
                     cls, at_least = star
                     return self.length_string(cls, max(lo, at_least), hi, pp, ptr)
-            ok, rx = _intersect_content(parts)
+            # a short regex written back, else the lookahead intersection, else a long regex: checking
+            # a long one (re-parsing it, to compare automata) takes seconds and often ends over the budget
+            ok, rx = _intersect_content(parts, quick=True)
             if ok:
                 return rx
             meet = _meet_of(parts)
             if meet is not None:
                 return meet
+            ok, rx = _intersect_content(parts)
+            if ok:
+                return rx
             # the pattern stays if there is one, else the format; each keyword left out is named
             why = "a string under two of pattern / length / format needs an automaton intersection too large " \
                   "to write as one terminal"
@@ -3029,6 +3036,13 @@ class _Gen:
                 if not q:
                     alts.append(f"{name}_{i + 1}_{c}")
                 self.rules[m] = alts
+        # runs of optional properties entered from the object's start or after a required one: a
+        # balanced tree instead of the chain above (whose LALR(1) automaton is quadratic in the run)
+        runs = self.optional_runs(name, live, stop, comma, colon) if cap == 1 and hi_p is None else {}
+        for i, tree in runs.items():
+            j = next((x for x in range(i, stop) if live[x][2]), stop)
+            self.rules[f"{name}_{i}_0"] = [f"{name}_{j}_0", tree]
+            self.rules[f"{name}_{i}_1"] = [f"{name}_{j}_1", f"{comma} {tree}"]
         lb, rb = self.punct("{", False, True), self.punct("}", True, False)
         if last_req >= 0:
             alts = [f"{lb} {name}_0_0 {rb}"]
@@ -3036,7 +3050,9 @@ class _Gen:
             # (else "{" + n blanks, then n blanks + "}" would make a run of 2n)
             alts = [self.term("\\{" + self.ws + "\\}", "P")] if lo_p == 0 else []
             c1 = nxt(0)
-            if c1 is not None:
+            if 0 in runs and not free_items:  # stop == n: every member optional, at least one written
+                alts.append(f"{lb} {runs[0]} {rb}")
+            elif c1 is not None:
                 for i in range(stop, -1, -1):
                     ne = [] if i == stop else [f"{self.key_lit(live[i][0])} {colon} {live[i][1]} {name}_{i + 1}_{c1}"]
                     if i == stop and free_items:
@@ -3055,6 +3071,49 @@ class _Gen:
                                 "add_src": (addl, _ptr_join(ptr, "additionalProperties")),
                                 "plain": not pats, "banned": banned,
                                 "pat_rules": [(pp_ptr, r) for (_pat, _s, _rx, pp_ptr), (_t, r) in zip(pats, pat_items, strict=True)]}
+
+    def optional_runs(self, name: str, live: list[tuple[str, Any, bool]], stop: int, comma: str,
+                      colon: str) -> dict[int, str]:
+        """Rules for the runs of at least :data:`_TREE_RUN` optional properties that start the fixed
+        order or follow a required property (an object without property counts): ``{start: rule}``,
+        the rule deriving the run's members written as a non-empty ordered subsequence, the last
+        followed by the rest of the object (``{name}_{end}_1``: nothing, or ``,`` and more).
+
+        The chain of :meth:`build_object` (``{name}_{i}_c``: member ``i`` or skip it) leaves, after
+        each member, a parser state predicting every later member of the run through a chain of
+        skips: its LALR(1) automaton has a number of nonterminal transitions quadratic in the run
+        (400 optional properties: seconds to build).  A balanced binary tree over the run has
+        ``O(n log n)``: a node ``[a, b]`` with halves ``L``, ``R`` writes ``last(a, b) -> last(L) |
+        open(L) last(R) | last(R)`` and ``open(a, b) -> open(L) | open(L) open(R) | open(R)``, where
+        ``open`` members end in their comma and a ``last`` leaf ends in the rest of the object (a
+        leaf, one member, is written in its parent's alternatives, not as a rule of its own).  The
+        commas trail their members so that the parser, after a comma, sees the next key before it
+        chooses how far up the tree to reduce (with commas leading, LR(1) would have to choose on the
+        comma).  The terminals, and so the lexer contexts and masks, are those of the chain.
+        """
+        def node(kind: str, a: int, b: int, tail: str) -> str:
+            """The symbols of node ``[a, b]`` (a leaf's are written in its parent's place)."""
+            if a == b:
+                k, v, _q = live[a]
+                return f"{self.key_lit(k)} {colon} {v} " + (comma if kind == "o" else tail)
+            r = f"{name}_{kind}{a}_{b}"
+            if r not in self.rules:
+                m = (a + b) // 2
+                lo, hi = node("o", a, m, tail), node(kind, m + 1, b, tail)
+                self.rules[r] = [node(kind, a, m, tail), f"{lo} {hi}", hi]
+            return r
+
+        runs: dict[int, str] = {}
+        i = 0
+        while i < stop:
+            if live[i][2] or (i and not live[i - 1][2]):
+                i += 1
+                continue
+            j = next((x for x in range(i, stop) if live[x][2]), stop)
+            if j - i >= _TREE_RUN:
+                runs[i] = node("l", i, j - 1, f"{name}_{j}_1")
+            i = j
+        return runs
 
     def key_lit(self, k: str) -> str:
         """A string-literal terminal for the key ``k`` in canonical spelling (Lark's keyword rule
@@ -3521,10 +3580,11 @@ def _not_patterns_fsm(patterns: list[str]) -> Any:
     return out
 
 
-def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
+def _intersect_content(regexes: list[Any], quick: bool = False) -> tuple[bool, str | None]:
     """``(True, rx)``: a content regex for the strings every one of ``regexes`` matches (None: no
     string does); ``(False, None)`` when the intersection's automaton or its regex exceeds gad's
-    budgets.  A regex whose language lies inside all the others is returned as is; otherwise the
+    budgets (``quick``: the smaller budgets of :data:`_QUICK_REGEX_STATES` / ``_CHARS``, where the
+    caller has another way to write the intersection).  A regex whose language lies inside all the others is returned as is; otherwise the
     product automaton is written back as a regex (:func:`gad.grammar.automata.fsm_regex`), and
     that regex is re-parsed and checked equivalent to the product, so the result is exact."""
     try:
@@ -3542,7 +3602,7 @@ def _intersect_content(regexes: list[Any]) -> tuple[bool, str | None]:
         for r, f in zip(regexes, fsms, strict=True):
             if isinstance(r, str) and _inside(f, both):
                 return True, r  # f's language is inside every other one
-        rx = _write_back(both, fsm_regex)
+        rx = _write_back(both, fsm_regex, *((_QUICK_REGEX_STATES, _QUICK_REGEX_CHARS) if quick else ()))
         return (rx is not None), rx
     except (AutomatonTooLarge, RecursionError):
         return False, None
@@ -3596,14 +3656,15 @@ def _join_numbers(a: str, b: str) -> str | None:
         return None
 
 
-def _write_back(fsm: Any, writer: Callable[[Any, int], str | None]) -> str | None:
+def _write_back(fsm: Any, writer: Callable[[Any, int], str | None], max_states: int = _MAX_PRODUCT_REGEX_STATES,
+                max_chars: int = _MAX_PRODUCT_REGEX_CHARS) -> str | None:
     """``fsm`` (a nonempty automaton) as a grouped regex written by ``writer`` (``fsm_regex`` or
     ``greedy_regex``), re-parsed and checked equivalent to ``fsm``; None when it has over
-    ``_MAX_PRODUCT_REGEX_STATES`` states or its regex over ``_MAX_PRODUCT_REGEX_CHARS`` characters.
+    ``max_states`` states or its regex over ``max_chars`` characters.
     Raises AutomatonTooLarge when the check exceeds the product budget."""
-    if len(fsm.states) > _MAX_PRODUCT_REGEX_STATES:
+    if len(fsm.states) > max_states:
         return None
-    rx = writer(fsm, _MAX_PRODUCT_REGEX_CHARS)
+    rx = writer(fsm, max_chars)
     if rx is None:
         return None
     rx = f"(?:{rx})"

@@ -39,6 +39,59 @@ def test_object_order_required_additional():
     assert strict.accepts('{"a":1,"b":"x"}') and not strict.accepts('{"b":"x","zz":1}')
 
 
+def _ordered_subsets(keys: list[str]) -> list[list[str]]:
+    return [[k for i, k in enumerate(keys) if mask >> i & 1] for mask in range(1 << len(keys))]
+
+
+@pytest.mark.parametrize("variant", ["closed", "closed, first required", "closed, last required", "open, last required",
+                                     "closed, at least one"])
+def test_long_optional_runs_exact(variant):
+    """Runs of optional properties long enough to be written as a balanced tree (build_object's
+    optional_runs) accept exactly the ordered subsets the chain accepted: every subset of 10 keys in
+    the schema's order, and each with two keys swapped, against jsonschema."""
+    keys = [f"k{i}" for i in range(10)]
+    s: dict = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}}
+    if variant.startswith("closed"):
+        s["additionalProperties"] = False
+    if variant == "closed, first required":
+        s["required"] = ["k0"]
+    elif variant.endswith("last required"):
+        s["required"] = ["k9"]
+    elif variant == "closed, at least one":
+        s["minProperties"] = 1
+    c = Checker(s)
+    assert re.search(r"_l[01]_[89]\b", c.sg.lark_text)  # (the tree is in the grammar)
+    is_open = variant.startswith("open")
+    for sub in _ordered_subsets(keys):
+        value = {k: i for i, k in enumerate(sub)}
+        text = json.dumps(value, separators=(",", ":"))
+        assert c.accepts(text) is oracle(s, value), text
+        if len(sub) >= 2:
+            swapped = sub[1:2] + sub[:1] + sub[2:]
+            text = "{" + ",".join(f'"{k}":1' for k in swapped) + "}"
+            # valid JSON, but out of the grammar's property order (unless after the last required key,
+            # where an open object takes its keys in any order)
+            assert c.accepts(text) is (is_open and sub[1] == "k9" and oracle(s, dict.fromkeys(sub, 1))), text
+    assert c.accepts('{"k9":1,"x":[]}') is is_open
+    flexible = Checker(s, whitespace="flexible")
+    assert flexible.accepts('{ "k1" : 1 ,\n "k4":2 , "k9" : 3 }') is oracle(s, {"k1": 1, "k4": 2, "k9": 3})
+
+
+def test_long_optional_runs_keep_the_lalr_table_small():
+    """An object's optional properties in fixed order: the parser's nonterminal transitions grow as
+    n log n (the balanced tree), not as n^2 (a chain of skips predicts every later property after each
+    member: 400 properties took seconds to build)."""
+
+    def gotos(n: int) -> int:
+        s = {"type": "object", "additionalProperties": False,
+             "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
+        table = Grammar.from_json_schema(s).tables.parse_table
+        return sum(1 for acts in table.states.values() for sym in acts if not sym.isupper())
+
+    small, large = gotos(64), gotos(256)
+    assert large < 6 * small  # (n^2: 16x; n log n: 5.3x)
+
+
 def test_text_has_no_unit_or_unreachable_rules():
     """The converter names what a one-symbol rule stands for in its place (``v3: o4`` goes) and writes
     only the rules and terminals the start symbol reaches; values still dump and check as before."""
