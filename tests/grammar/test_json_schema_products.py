@@ -176,6 +176,10 @@ _LOOKAHEAD_CASES = [
      ["a@b.co", "x" * 25 + "@b.co", "x" * 26 + "@b.co", "bad", "a@b", "a.b@c.d"]),
     ({"type": "string", "pattern": "^([\\w\\/-]|[\\w-][\\w\\/-]*[\\w-])$", "minLength": 2, "maxLength": 255},
      ["a", "a/b", "/a", "a" * 255, "a" * 256, "a-", "-a-", "a b", 'a"b', "a\\b"]),
+    # (MaskBench's Snowplow sp_333: a 303-state product whose regex, written back, is ~20,000 characters;
+    # the lookahead terminal is tried before it is written: re-checking it took seconds)
+    ({"type": "string", "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$", "maxLength": 32},
+     ["1.2.3", "10.20.30-rc.1", "1.2.3" + "x" * 27, "1.2.3" + "x" * 28, "1.2", "v1.2.3", "1.2.3 beta", ""]),
 ]
 
 
