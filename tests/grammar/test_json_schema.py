@@ -77,6 +77,24 @@ def test_long_optional_runs_exact(variant):
     assert flexible.accepts('{ "k1" : 1 ,\n "k4":2 , "k9" : 3 }') is oracle(s, {"k1": 1, "k4": 2, "k9": 3})
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(8, 13), st.data())
+def test_long_optional_runs_random(n, data):
+    """Objects of 8-13 properties, some required (so runs of optional ones start, end and stand
+    between required ones), open or closed, with or without ``minProperties: 1``: gad accepts a value
+    iff jsonschema validates it, over values drawn from every subset of the keys."""
+    keys = [f"k{i}" for i in range(n)]
+    req = data.draw(st.lists(st.sampled_from(keys), unique=True, max_size=3))
+    s: dict = {"type": "object", "properties": {k: {"type": "integer"} for k in keys}, "required": req,
+               "additionalProperties": data.draw(st.booleans()), "minProperties": data.draw(st.sampled_from([0, 1]))}
+    c = Checker(s)
+    for _ in range(40):
+        sub = [k for k in keys if data.draw(st.booleans())]
+        value = {k: data.draw(st.sampled_from([1, "x"])) for k in sub}
+        text = json.dumps(value, separators=(",", ":"))
+        assert c.accepts(text) is oracle(s, value), (s, text)
+
+
 def test_long_optional_runs_keep_the_lalr_table_small():
     """An object's optional properties in fixed order: the parser's nonterminal transitions grow as
     n log n (the balanced tree), not as n^2 (a chain of skips predicts every later property after each
