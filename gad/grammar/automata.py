@@ -188,7 +188,77 @@ def _budget_crawl(budget: list[int]):
         return _ifsm.FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=fmap,
                          __no_validation__=True)
 
+    crawl.budget = budget  # type: ignore[attr-defined]  # (read by _parallel)
     return crawl
+
+
+def _parallel(fsms: Sequence[Any], test: Callable[[list[bool]], bool]) -> Any:
+    """interegular's ``parallel`` (the product behind ``&``, ``|``, ``-``, ``^``, ``equivalent``): the
+    same automaton, state for state, built over integer tables instead of a ``follow`` call per state
+    and symbol on dicts of substates (the product constructions of a schema's string intersections
+    were most of the slowest conversions).  Each automaton's table gets a sink row standing for "this
+    automaton has no move" (interegular's absent substate: not final, never left); a product state
+    whose substates are all sinks is interegular's ``OblivionError`` (no move).  Under
+    :func:`budgeted` each new state counts against the budget, as in :func:`_budget_crawl`."""
+    alphabet, new_to_old = _ifsm.Alphabet.union(*[f.alphabet for f in fsms])
+    keys = list(alphabet.by_transition)
+    tables: list[list[list[int]]] = []
+    finals: list[list[bool]] = []
+    sinks: list[int] = []
+    initial: list[int] = []
+    for f, n2o in zip(fsms, new_to_old, strict=True):
+        ids = {q: i for i, q in enumerate(f.states)}
+        sink = len(ids)
+        rows = []
+        for q in f.states:
+            moves = f.map.get(q, {})
+            rows.append([ids[moves[n2o[k]]] if n2o[k] in moves else sink for k in keys])
+        rows.append([sink] * len(keys))
+        tables.append(rows)
+        finals.append([q in f.finals for q in f.states] + [False])
+        sinks.append(sink)
+        initial.append(ids[f.initial])
+    budget = getattr(_ifsm.crawl, "budget", None)
+    dead = tuple(sinks)
+    start = tuple(initial)
+    index: dict[tuple[int, ...], int] = {start: 0}
+    states = [start]
+    fmap: dict[int, dict[Any, int]] = {}
+    out_finals = set()
+    pair = len(fsms) == 2
+    ta, tb = (tables[0], tables[1]) if pair else (None, None)
+    i = 0
+    while i < len(states):
+        cur = states[i]
+        if test([fin[q] for fin, q in zip(finals, cur, strict=True)]):
+            out_finals.add(i)
+        row: dict[Any, int] = {}
+        if pair:
+            ra, rb = ta[cur[0]], tb[cur[1]]  # type: ignore[index]
+            nexts: Any = zip(ra, rb, strict=True)
+        else:
+            rs = [t[q] for t, q in zip(tables, cur, strict=True)]
+            nexts = zip(*rs, strict=True)
+        for k, nxt in zip(keys, nexts, strict=True):
+            if nxt == dead:
+                continue
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(states)
+                states.append(nxt)
+                if budget is not None:
+                    budget[0] -= 1
+                    if budget[0] < 0:
+                        raise AutomatonTooLarge
+            row[k] = j
+        fmap[i] = row
+        i += 1
+    return _ifsm.FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=out_finals, map=fmap,
+                     __no_validation__=True)
+
+
+_ORIG_PARALLEL = _ifsm.parallel
+_ifsm.parallel = _parallel  # (interegular's operators look the module's parallel up when called)
 
 
 def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:

@@ -481,3 +481,36 @@ def test_lookahead_terminal_of_more_than_json_strings_is_refused():
         regex_fsm('"(?=.*")a*"')
     with pytest.raises(UnsupportedGrammarError):
         Grammar.from_string('start: S\nS: /"(?=.*")a*"/\n')
+
+
+_PRODUCT_ATOMS = ["a", "b", "[ab]", "[a-c]", "c", "(?:ab|c)", "[^a]", ".", "\\d", "[b-z]"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PRODUCT_ATOMS), st.sampled_from(["", "*", "?", "+", "{1,3}"])),
+                min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(_PRODUCT_ATOMS), st.sampled_from(["", "*", "?", "+", "{1,3}"])),
+                min_size=1, max_size=4),
+       st.lists(st.text("abcd1z", max_size=7), min_size=20, max_size=20))
+def test_products_agree_with_re_and_interegulars_own(p1, p2, words):
+    """gad's product construction (``automata._parallel``, behind interegular's ``&``, ``|``, ``-``,
+    ``^``): the same number of states as interegular's own construction, and each operator accepts a
+    word iff Python's ``re`` says so of the two regexes."""
+    import interegular.fsm as ifsm
+
+    from gad.grammar import automata
+
+    r1, r2 = "".join(a + q for a, q in p1), "".join(a + q for a, q in p2)
+    a, b = regex_fsm(r1), regex_fsm(r2)
+    ops = {"__and__": lambda x, y: x and y, "__or__": lambda x, y: x or y,
+           "__sub__": lambda x, y: x and not y, "__xor__": lambda x, y: x != y}
+    for op, want in ops.items():
+        fast = getattr(a, op)(b)
+        ifsm.parallel = automata._ORIG_PARALLEL
+        try:
+            own = getattr(a, op)(b)
+        finally:
+            ifsm.parallel = automata._parallel
+        assert len(fast.states) == len(own.states) and len(fast.finals) == len(own.finals), (r1, r2, op)
+        for w in words:
+            assert fast.accepts(w) is want(bool(re.fullmatch(r1, w, re.S)), bool(re.fullmatch(r2, w, re.S))), (r1, r2, op, w)
