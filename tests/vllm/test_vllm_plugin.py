@@ -48,12 +48,29 @@ _m.entry_points = entry_points
 
 
 def _venv_python() -> str:
-    """The vLLM venv's interpreter, built or re-pointed at this checkout by scripts/vllm_env.sh."""
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm_env.sh")], capture_output=True, text=True,
-                          timeout=3600)
+    """The vLLM venv's interpreter, built once by scripts/vllm_env.sh (``--venv-only``: the venv's own
+    gad install is left alone; the runs take this checkout and its entry point from PYTHONPATH)."""
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "vllm_env.sh"), "--venv-only"], capture_output=True,
+                          text=True, timeout=3600)
     if proc.returncode != 0:
         pytest.fail(f"scripts/vllm_env.sh failed:\n{proc.stderr[-4000:]}")
     return proc.stdout.strip().splitlines()[-1]
+
+
+def _entry_point_dist(folder: Path) -> Path:
+    """A folder holding a ``gad`` distribution's metadata with this checkout's vLLM entry point (read
+    from pyproject.toml): first on the runs' PYTHONPATH, it is the ``gad`` that vLLM's entry-point
+    look-up finds (the first distribution of a name on the path wins), whichever checkout the venv's
+    own gad install points at."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text.split('[project.entry-points."vllm.logits_processors"]', 1)[1].split("\n[", 1)[0]
+    dist = folder / "gad-0.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gad\nVersion: 0.0.0\n")
+    lines = [f"{k.strip()} = {v.strip().strip(chr(34))}" for k, v in
+             (line.split("=", 1) for line in section.splitlines() if "=" in line)]  # (TOML strings -> INI values)
+    (dist / "entry_points.txt").write_text("[vllm.logits_processors]\n" + "\n".join(lines) + "\n")
+    return folder
 
 
 def _run(py: str, job: dict, tmp: Path, extra_path: list[str] | None = None, **env_extra: str) -> dict:
@@ -61,7 +78,8 @@ def _run(py: str, job: dict, tmp: Path, extra_path: list[str] | None = None, **e
     job_path, out_path = tmp / f"{name}.job.json", tmp / f"{name}.out.json"
     job_path.write_text(json.dumps(job))
     env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join([*(extra_path or []), str(ROOT)]), **env_extra)
+               PYTHONPATH=os.pathsep.join([*(extra_path or []), str(_entry_point_dist(tmp / f"{name}.dist")),
+                                           str(ROOT)]), **env_extra)
     env.pop("GAD_VLLM_TRACE", None)
     env.update(env_extra)
     log = tmp / f"{name}.log"
