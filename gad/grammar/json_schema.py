@@ -2548,9 +2548,9 @@ class _Gen:
                 ok, rx = _intersect_content([f"{UNIT}*", *negs] if all(not isinstance(x, str) for x in negs) else negs)
                 if not ok:  # a lookahead terminal: the kept contents less the patterns' (within budget)
                     kept = [x for x in negs if isinstance(x, str)] or [f"{UNIT}*"]
-                    meet = _meet_less(kept, [pattern_regex(p) for p in not_pats]) if not_pats else None
-                    if meet is not None:
-                        return meet
+                    ok, meet = _meet_less(kept, [pattern_regex(p) for p in not_pats]) if not_pats else (False, None)
+                    if ok:
+                        return meet  # (None: no string is in them)
                     refuse("a not of strings beside pattern / length / format needs an automaton intersection too "
                            "large to write as one terminal")
                     return self.string_content(others, ptr)
@@ -2586,9 +2586,9 @@ class _Gen:
             ok, rx = _intersect_content(parts, quick=True)
             if ok:
                 return rx
-            meet = _meet_of(parts)
-            if meet is not None:
-                return meet
+            ok, meet = _meet_of(parts)
+            if ok:
+                return meet  # (None: the parts have no string in common)
             ok, rx = _intersect_content(parts)
             if ok:
                 return rx
@@ -3610,37 +3610,37 @@ def _intersect_content(regexes: list[Any], quick: bool = False) -> tuple[bool, s
         return False, None
 
 
-def _meet_of(parts: list[str]) -> _Meet | None:
+def _meet_of(parts: list[str]) -> tuple[bool, _Meet | None]:
     """The string content matching every one of ``parts`` (content regexes) as a lookahead
-    intersection terminal (:class:`_Meet`), where its automaton is within gad's budget for one
-    terminal (built now, and kept for the lexer: :func:`regex_fsm` caches it); None where it is not,
-    where a part's own automaton is (:func:`_intersect_content` built them: none is built again), or
-    where the two smallest parts' automata multiply to over ten times that budget (their product
-    would take seconds to build, in Python)."""
+    intersection terminal (:class:`_Meet`), as :func:`_built_meet` returns it; ``(False, None)``
+    also where a part's own automaton is over the budget (:func:`_intersect_content` built them:
+    none is built again) or where the two smallest parts' automata multiply to over ten times that
+    budget (their product would take seconds to build, in Python)."""
     fsms = [cached_fsm(p) for p in parts]  # (a part whose own automaton is over the budget is not there)
     if any(f is None for f in fsms):
-        return None
+        return False, None
     sizes = sorted(len(f.map) for f in fsms if f is not None)
     if sizes[0] * sizes[1] > 10 * MAX_TERMINAL_STATES:
-        return None
-    try:
-        meet = _Meet(tuple(parts[1:] + parts[:1]))  # (the pattern, or the format, read last)
-        regex_fsm(meet.terminal())
-        return meet
-    except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
-        return None
+        return False, None
+    return _built_meet(_Meet(tuple(parts[1:] + parts[:1])))  # (the pattern, or the format, read last)
 
 
-def _meet_less(kept: list[str], less: list[str]) -> _Meet | None:
+def _meet_less(kept: list[str], less: list[str]) -> tuple[bool, _Meet | None]:
     """The string content matching every one of ``kept`` and none of ``less`` (content regexes) as a
-    lookahead terminal (:class:`_Meet`), where its automaton is within gad's budget for one terminal
-    (built now, and kept for the lexer); None where it is not."""
+    lookahead terminal (:class:`_Meet`), as :func:`_built_meet` returns it."""
+    return _built_meet(_Meet(tuple(kept), tuple(less)))
+
+
+def _built_meet(meet: _Meet) -> tuple[bool, _Meet | None]:
+    """``(True, meet)`` where the terminal's automaton is within gad's budget for one terminal (built
+    now, and kept for the lexer: :func:`regex_fsm` caches it), ``(True, None)`` where it matches no
+    string (the contents have no string in common: as :func:`_intersect_content` says of an empty
+    intersection), ``(False, None)`` where it is over the budget or not an automaton gad builds."""
     try:
-        meet = _Meet(tuple(kept), tuple(less))
-        regex_fsm(meet.terminal())
-        return meet
+        fsm = regex_fsm(meet.terminal())
     except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
-        return None
+        return False, None
+    return True, (None if fsm.empty() else meet)
 
 
 def _join_numbers(a: str, b: str) -> str | None:

@@ -514,3 +514,16 @@ def test_products_agree_with_re_and_interegulars_own(p1, p2, words):
         assert len(fast.states) == len(own.states) and len(fast.finals) == len(own.finals), (r1, r2, op)
         for w in words:
             assert fast.accepts(w) is want(bool(re.fullmatch(r1, w, re.S)), bool(re.fullmatch(r2, w, re.S))), (r1, r2, op, w)
+
+
+def test_empty_lookahead_intersection_admits_no_string():
+    """A pattern, a format and a length bound with no string in common, whose intersection is written
+    as a lookahead terminal (its regex too large to write back): the terminal matches nothing, so the
+    string admits no value, as an empty intersection written back does -- the property is left out of
+    the object (was: a lookahead terminal matching nothing, refused when the grammar was checked)."""
+    p = {"type": "string", "pattern": "^v[0-9]+\\.[0-9]+(\\.[0-9]+)?(-[a-z]+)?$", "format": "email", "maxLength": 30}
+    s = {"type": "object", "properties": {"p0": p, "p1": {"type": "integer"}}}
+    c = agree_with_jsonschema(s, [{}, {"p1": 2}, {"p0": "v1.2"}, {"p0": "a@b.co"}, {"p0": "v1.2", "p1": 2}])
+    assert c is not None and c.accepts('{"p1":2}') and not c.accepts('{"p0":"v1.2"}')
+    with pytest.raises(EmptyLanguageError):
+        Checker(p)
