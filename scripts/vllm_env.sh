@@ -49,11 +49,11 @@ if [[ ! -x "$PY" || "$(cat "$VENV/.gad-stamp" 2>/dev/null)" != "$WANT_STAMP" ]];
   echo "$WANT_STAMP" > "$VENV/.gad-stamp"
 fi
 
-# Point the venv's (dependency-free) editable gad at this checkout, unless it already does.
 if [[ "$VENV_ONLY" == "1" ]]; then
   echo "$PY"
   exit 0
 fi
+# Point the venv's (dependency-free) editable gad at this checkout, unless it already does.
 if [[ "$(cat "$VENV/.gad-checkout" 2>/dev/null)" != "$CHECKOUT" ]] || \
    ! "$PY" -c 'import importlib.metadata as m, sys; eps = m.entry_points(group="vllm.logits_processors"); sys.exit(0 if any(e.name == "gad" for e in eps) else 1)' 2>/dev/null; then
   if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e "$CHECKOUT" > "$VENV/.gad-install.log" 2>&1; then

@@ -225,20 +225,13 @@ def _parallel(fsms: Sequence[Any], test: Callable[[list[bool]], bool]) -> Any:
     states = [start]
     fmap: dict[int, dict[Any, int]] = {}
     out_finals = set()
-    pair = len(fsms) == 2
-    ta, tb = (tables[0], tables[1]) if pair else (None, None)
     i = 0
     while i < len(states):
         cur = states[i]
         if test([fin[q] for fin, q in zip(finals, cur, strict=True)]):
             out_finals.add(i)
         row: dict[Any, int] = {}
-        if pair:
-            ra, rb = ta[cur[0]], tb[cur[1]]  # type: ignore[index]
-            nexts: Any = zip(ra, rb, strict=True)
-        else:
-            rs = [t[q] for t, q in zip(tables, cur, strict=True)]
-            nexts = zip(*rs, strict=True)
+        nexts = zip(*[t[q] for t, q in zip(tables, cur, strict=True)], strict=True)
         for k, nxt in zip(keys, nexts, strict=True):
             if nxt == dead:
                 continue

@@ -3039,8 +3039,7 @@ class _Gen:
         # runs of optional properties entered from the object's start or after a required one: a
         # balanced tree instead of the chain above (whose LALR(1) automaton is quadratic in the run)
         runs = self.optional_runs(name, live, stop, comma, colon) if cap == 1 and hi_p is None else {}
-        for i, tree in runs.items():
-            j = next((x for x in range(i, stop) if live[x][2]), stop)
+        for i, (j, tree) in runs.items():
             self.rules[f"{name}_{i}_0"] = [f"{name}_{j}_0", tree]
             self.rules[f"{name}_{i}_1"] = [f"{name}_{j}_1", f"{comma} {tree}"]
         lb, rb = self.punct("{", False, True), self.punct("}", True, False)
@@ -3051,7 +3050,7 @@ class _Gen:
             alts = [self.term("\\{" + self.ws + "\\}", "P")] if lo_p == 0 else []
             c1 = nxt(0)
             if 0 in runs and not free_items:  # stop == n: every member optional, at least one written
-                alts.append(f"{lb} {runs[0]} {rb}")
+                alts.append(f"{lb} {runs[0][1]} {rb}")
             elif c1 is not None:
                 for i in range(stop, -1, -1):
                     ne = [] if i == stop else [f"{self.key_lit(live[i][0])} {colon} {live[i][1]} {name}_{i + 1}_{c1}"]
@@ -3073,10 +3072,10 @@ class _Gen:
                                 "pat_rules": [(pp_ptr, r) for (_pat, _s, _rx, pp_ptr), (_t, r) in zip(pats, pat_items, strict=True)]}
 
     def optional_runs(self, name: str, live: list[tuple[str, Any, bool]], stop: int, comma: str,
-                      colon: str) -> dict[int, str]:
+                      colon: str) -> dict[int, tuple[int, str]]:
         """Rules for the runs of at least :data:`_TREE_RUN` optional properties that start the fixed
-        order or follow a required property (an object without property counts): ``{start: rule}``,
-        the rule deriving the run's members written as a non-empty ordered subsequence, the last
+        order or follow a required property (an object without property counts): ``{start: (end,
+        rule)}`` (``end``: the position after the run, a required property's or ``stop``), the rule deriving the run's members written as a non-empty ordered subsequence, the last
         followed by the rest of the object (``{name}_{end}_1``: nothing, or ``,`` and more).
 
         The chain of :meth:`build_object` (``{name}_{i}_c``: member ``i`` or skip it) leaves, after
@@ -3103,7 +3102,7 @@ class _Gen:
                 self.rules[r] = [node(kind, a, m, tail), f"{lo} {hi}", hi]
             return r
 
-        runs: dict[int, str] = {}
+        runs: dict[int, tuple[int, str]] = {}
         i = 0
         while i < stop:
             if live[i][2] or (i and not live[i - 1][2]):
@@ -3111,7 +3110,7 @@ class _Gen:
                 continue
             j = next((x for x in range(i, stop) if live[x][2]), stop)
             if j - i >= _TREE_RUN:
-                runs[i] = node("l", i, j - 1, f"{name}_{j}_1")
+                runs[i] = (j, node("l", i, j - 1, f"{name}_{j}_1"))
             i = j
         return runs
 
