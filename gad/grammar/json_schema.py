@@ -1190,6 +1190,12 @@ class _Gen:
         self.dead_ptrs = dead
         self.strict = strict
         self.lenient = lenient
+        self.parts_memo: dict[tuple[int, str, int], tuple[Any, _Parts]] = {}  # (prop_parts)
+        self.overlap_memo: dict[tuple[str, str], bool] = {}  # (overlap)
+        # the lenient probe of _pruned_when_lenient: it looks for empty places only, so a string's
+        # pattern / format / nots and a number's products are left out (wider, never emptier), no
+        # terminal's automaton is built to check its size, and terminals are taken to overlap
+        self.probe = False
         self.dropped: list[Dropped] = []
         self.merged_ptrs: dict[tuple[str, str], set[str]] = {}  # (pointer, keyword) -> others merged into it
         self.real_of: dict[str, set[str]] = {}  # pointer made for a merged schema -> where it may be
@@ -1948,7 +1954,7 @@ class _Gen:
         objs: list[tuple[str, bool, Any, str]] = []
         strings_joined = False  # string branches united into one terminal
         for p, bptr in alts:
-            for lit in p.lits:
+            for lit in sorted(p.lits):  # (sorted: the refusal names the same one in every process)
                 if lit in out.lits and one_of:
                     self.unsupported(uptr, kw, f"branches {out.where.get(lit)} and {bptr} both admit {lit} "
                                                "(oneOf over overlapping branches)")
@@ -2307,7 +2313,18 @@ class _Gen:
     def values_disjoint(self, a: dict, b: dict, k: str) -> bool:
         """No value is valid under both branches' schemas of property ``k``, and their first
         terminals are pairwise disjoint (checked on the automata)."""
-        return self.parts_disjoint(self.parts(*_prop_schema(a, k)), self.parts(*_prop_schema(b, k)))
+        return self.parts_disjoint(self.prop_parts(a, k), self.prop_parts(b, k))
+
+    def prop_parts(self, meta: dict, k: str) -> _Parts:
+        """:meth:`parts` of property ``k``'s schema in union branch ``meta``, made once per schema,
+        place and nesting depth (a union's branches are compared pairwise, and a union reached by
+        many ``$ref`` s is compared at each: made anew each time, flattening them took seconds)."""
+        node, ptr = _prop_schema(meta, k)
+        key = (id(node), ptr, self.depth)
+        hit = self.parts_memo.get(key)
+        if hit is None:  # (the node is kept with its parts: its id is not reused while they live)
+            hit = self.parts_memo[key] = (node, self.parts(node, ptr))
+        return hit[1]
 
     def parts_disjoint(self, pa: _Parts, pb: _Parts) -> bool:
         """No value is in both, and the first terminals are pairwise disjoint (on the automata); two
@@ -2328,11 +2345,19 @@ class _Gen:
         return True
 
     def overlap(self, r1: str, r2: str) -> bool:
-        try:
-            f1, f2 = regex_fsm(r1), regex_fsm(r2)
-            return not (f1 & f2).empty()
-        except Exception:  # noqa: BLE001 - too large to decide: assume they overlap
+        """Some string matches both regexes (True where that is too large to decide, and in the
+        lenient probe: an overlap only ever widens); kept per pair."""
+        if self.probe:
             return True
+        hit = self.overlap_memo.get((r1, r2))
+        if hit is None:
+            try:
+                f1, f2 = regex_fsm(r1), regex_fsm(r2)
+                hit = not (f1 & f2).empty()
+            except Exception:  # noqa: BLE001 - too large to decide: assume they overlap
+                hit = True
+            self.overlap_memo[(r1, r2)] = hit
+        return hit
 
     def enum_parts(self, node: Any, flat: dict, ptr: str) -> _Parts:
         values = flat["enum"]
@@ -2501,6 +2526,8 @@ class _Gen:
         has_len = lo > 0 or hi is not None
         if hi is not None and lo > hi:
             return None
+        if self.probe:
+            return "*"
         banned = [x for x in flat.get("gad:notIn", ()) if isinstance(x, str)]
         not_pats = flat.get("gad:notPattern", [])
         if banned or not_pats:  # rewritten nots of an enum / of patterns (_negation): the strings none of these
@@ -2635,6 +2662,8 @@ class _Gen:
             else:
                 self.unsupported(ptr, kw, why)
 
+        if self.probe:  # (a terminal is never an empty place to the probe: nothing to build)
+            return content
         if len(content) + 2 > MAX_REGEX_CHARS:
             refuse(f"the strings it admits need a regular expression of {len(content) + 2:,} "
                    f"characters, over gad's limit of {MAX_REGEX_CHARS:,} for one terminal")
@@ -2705,7 +2734,7 @@ class _Gen:
         One gad cannot build an automaton for (a bound of hundreds of significant digits, such as
         1e308's) is refused at its bound's keyword, or widened to every number by ``lenient``."""
         rx = self._number_regex(flat, ptr, integer)
-        if rx is None or rx in (JSON_NUMBER, JSON_INTEGER):
+        if rx is None or rx in (JSON_NUMBER, JSON_INTEGER) or self.probe:
             return rx
         try:
             regex_fsm(rx)  # (cached: the grammar's own check finds it built)
@@ -2799,7 +2828,10 @@ class _Gen:
         return joined
 
     def number_product(self, parts: list[Any], mult: float | None, pp: dict, ptr: str, kw: str) -> str | None:
-        """The intersection of number regexes (and of the multiples of ``mult``), as one regex."""
+        """The intersection of number regexes (and of the multiples of ``mult``), as one regex (the
+        lenient probe's: the first, wider, not built)."""
+        if self.probe:
+            return parts[0]
         if mult is not None:
             f = _multiple_fsm(_dec(mult))
             if f is None:
@@ -4125,6 +4157,7 @@ def _pruned_when_lenient(root: Any, whitespace: str | int, strict: bool, dead: f
     what is empty there is empty in the exact one.  Empty where that pass fails too."""
     for _ in range(8):  # (each oneOf split restarts the pass; a few at most)
         gen = _Gen(root, whitespace, strict, True, dead, split)
+        gen.probe = True
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -109,6 +109,21 @@ def test_object_unions_with_shared_keys_exact(schema):
     _agree(schema, _OBJS)
 
 
+def test_object_union_branches_value_schemas_are_made_once(monkeypatch):
+    # a discriminated oneOf compares its branches pairwise; each comparison made both branches' value
+    # parts anew (flattening them again: seconds on a union reached by many $refs, Github_medium---o11666)
+    from gad.grammar import json_schema as js
+    made: list[str] = []
+    real = js._Gen.parts
+    monkeypatch.setattr(js._Gen, "parts", lambda self, node, ptr, flat=None: made.append(ptr) or real(self, node, ptr, flat))
+    n = 12
+    schema = {"oneOf": [{"type": "object", "properties": {"k": {"const": f"v{i}"}, "x": {"type": "integer"}},
+                         "required": ["k"], "additionalProperties": False} for i in range(n)]}
+    c = agree_with_jsonschema(schema, [{"k": f"v{i}"} for i in range(n + 1)] + [{"k": "v3", "x": 2}, {"x": 1}, {}])
+    assert c is not None
+    assert sum(p.endswith("/properties/k") for p in made) <= 2 * n  # (was n * n: every pair, both sides)
+
+
 def test_object_unions_with_overlapping_values_refused():
     schema = {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
                         {"type": "object", "properties": {"a": {"minimum": 3}}, "required": ["a"]}]}
