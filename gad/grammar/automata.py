@@ -262,7 +262,10 @@ def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
             states would be built (exponential subset construction or huge repetition counts).
         Any exception interegular raises for patterns it does not support.
 
-    Results are cached in this process by (regexp, budget) (:data:`FSM_CACHE_SIZE` entries, LRU).
+    Results are cached in this process by (regexp, budget) (:data:`FSM_CACHE_SIZE` entries, LRU), and
+    so are the builds that ran over their budget (:data:`FSM_FAILED_SIZE`): a schema refused for one
+    takes seconds to find it (10,000 states built in Python), and the same schema again — the retry
+    with ``lenient=True`` — finds it at once.
     """
     budget = MAX_TERMINAL_STATES if max_states is None else max_states
     key = (regexp, budget)
@@ -271,7 +274,17 @@ def regex_fsm(regexp: str, max_states: int | None = None) -> interegular.FSM:
         if hit is not None:
             _FSM_CACHE.move_to_end(key)
             return hit
-    fsm = _build_fsm(regexp, budget)
+        if key in _FSM_FAILED:
+            _FSM_FAILED.move_to_end(key)
+            raise AutomatonTooLarge
+    try:
+        fsm = _build_fsm(regexp, budget)
+    except AutomatonTooLarge:
+        with _crawl_lock:  # (over its own budget: _build_fsm's constructions each set theirs)
+            _FSM_FAILED[key] = None
+            while len(_FSM_FAILED) > FSM_FAILED_SIZE:
+                _FSM_FAILED.popitem(last=False)
+        raise
     with _crawl_lock:
         _FSM_CACHE[key] = fsm
         while len(_FSM_CACHE) > FSM_CACHE_SIZE:
@@ -291,6 +304,8 @@ def cached_fsm(regexp: str) -> interegular.FSM | None:
 # interegular FSMs are not changed after construction, so one object serves every user.
 FSM_CACHE_SIZE = 4096
 _FSM_CACHE: OrderedDict[tuple[str, int], interegular.FSM] = OrderedDict()
+FSM_FAILED_SIZE = 1024  # (regexp, budget) pairs whose build ran over its budget, LRU
+_FSM_FAILED: OrderedDict[tuple[str, int], None] = OrderedDict()
 
 
 def budgeted(fn: Callable[[], T], max_states: int) -> T:
@@ -324,6 +339,8 @@ def note_int_range(regexp: str, lo: int, hi: int) -> str:
     schema converter's).  Kept for the last :data:`INT_RANGES_SIZE` regexps; an older one is built
     from its text again (the same language, more slowly)."""
     with _crawl_lock:
+        if regexp not in _INT_RANGES:  # (a regexp's build may succeed now where it ran over its budget)
+            _FSM_FAILED.clear()
         _INT_RANGES[regexp] = (lo, hi)
         _INT_RANGES.move_to_end(regexp)
         while len(_INT_RANGES) > INT_RANGES_SIZE:
@@ -346,6 +363,8 @@ def note_not_words(regexp: str, frame: str, words: list[str]) -> str:
     checks the schema converter's against interegular's automaton of the regexp).  Kept for the last
     :data:`INT_RANGES_SIZE` regexps; an older one is built from its text again."""
     with _crawl_lock:
+        if regexp not in _NOT_WORDS:  # (as note_int_range)
+            _FSM_FAILED.clear()
         _NOT_WORDS[regexp] = (frame, tuple(words))
         _NOT_WORDS.move_to_end(regexp)
         while len(_NOT_WORDS) > INT_RANGES_SIZE:

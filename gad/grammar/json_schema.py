@@ -2572,12 +2572,17 @@ class _Gen:
             if len(negs) == 1 and isinstance(negs[0], str):
                 out = negs[0]
             else:
-                ok, rx = _intersect_content([f"{UNIT}*", *negs] if all(not isinstance(x, str) for x in negs) else negs)
-                if not ok:  # a lookahead terminal: the kept contents less the patterns' (within budget)
+                # a short regex written back, else a lookahead terminal (the kept contents less the
+                # patterns'), else a long regex (as for two of pattern / length / format below)
+                args = [f"{UNIT}*", *negs] if all(not isinstance(x, str) for x in negs) else negs
+                ok, rx = _intersect_content(args, quick=True)
+                if not ok:
                     kept = [x for x in negs if isinstance(x, str)] or [f"{UNIT}*"]
                     ok, meet = _meet_less(kept, [pattern_regex(p) for p in not_pats]) if not_pats else (False, None)
                     if ok:
                         return meet  # (None: no string is in them)
+                    ok, rx = _intersect_content(args)
+                if not ok:
                     refuse("a not of strings beside pattern / length / format needs an automaton intersection too "
                            "large to write as one terminal")
                     return self.string_content(others, ptr)

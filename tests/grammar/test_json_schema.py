@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import gad
 from gad.errors import GrammarError, InvalidSchemaError, UnsupportedSchemaError
 from gad.grammar import Grammar
-from gad.grammar.json_schema import FORMATS, LENIENT_HINT, convert
+from gad.grammar.json_schema import FORMATS, LENIENT_HINT, convert, pattern_regex
 from gad.testing.schemas import BYTES, agree_with_jsonschema, refused_then_widened
 from gad.testing.schemas import SchemaChecker as Checker
 from gad.testing.schemas import schema_oracle as oracle
@@ -858,6 +858,32 @@ def test_pattern_over_the_automaton_budget_names_its_pointer():
     s = {"type": "object", "properties": {"x": {"type": "string", "pattern": "a[ab]{14}$"}, "n": {"type": "integer"}}}
     c = _refused_then_dropped(s, "/properties/x", "pattern")
     assert c.accepts('{"x":"zzz","n":1}') and not c.accepts('{"x":"zzz","n":"1"}')
+
+
+def test_a_build_over_its_budget_is_remembered(monkeypatch):
+    """The retry with ``lenient=True`` after a refusal for a pattern over the budget does not build that
+    automaton again (it took seconds: 10,000 states built in Python before giving up), and a regexp
+    that a new direct-build entry (an integer range) may now build is tried again."""
+    from gad.grammar import automata
+    builds: list[str] = []
+    real = automata._build_fsm
+    monkeypatch.setattr(automata, "_build_fsm", lambda rx, n: builds.append(rx) or real(rx, n))
+    s = {"type": "object", "properties": {"x": {"type": "string", "pattern": "b[ab]{14}$"}}}
+    with pytest.raises(UnsupportedSchemaError):
+        convert(s)
+    n = len(builds)
+    assert n >= 1
+    with pytest.warns(UserWarning, match="pattern"):
+        convert(s, lenient=True)
+    with pytest.raises(automata.AutomatonTooLarge):
+        automata.regex_fsm('"' + pattern_regex("b[ab]{14}$") + '"')
+    assert len(builds) == n
+    fresh = "-?(?:0|[1-9][0-9]*)" + "(?:)" * 7  # (a regexp no grammar writes: a new entry)
+    automata.note_int_range(fresh, -10**30, 10**30)
+    automata._INT_RANGES.pop(fresh)
+    with pytest.raises(automata.AutomatonTooLarge):
+        automata.regex_fsm('"' + pattern_regex("b[ab]{14}$") + '"')
+    assert len(builds) > n
 
 
 def _refused_then_dropped(s: dict, pointer: str, keyword: str) -> Checker:
