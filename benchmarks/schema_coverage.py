@@ -1,7 +1,8 @@
 """JSON Schema coverage on MaskBench, translate only: how many schemas ``gad.grammar.json_schema.convert``
 turns into a grammar, and the refusals (``UnsupportedSchemaError``) counted by keyword with one example
-file each.  No masks: this is the converter's reach; ``bench_schema.py`` measures compile, masks and
-correctness.
+file each, and the time to translate and the time to refuse (p50 / p99 / max over the files; a refusal
+is an answer a server waits for too).  No masks: this is the converter's reach; ``bench_schema.py``
+measures compile, masks and correctness.
 
 ``--vs-llguidance`` also builds each schema with llguidance (``LLMatcher`` over the SmolLM2 tokenizer,
 compact JSON, first mask computed, as ``bench_schema.py`` does) and lists the files llguidance compiles
@@ -23,6 +24,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "maskbench"
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     gap: collections.Counter[str] = collections.Counter()  # llguidance compiles, gad refuses: by keyword
     gap_files: list[dict[str, Any]] = []
     per_file: dict[str, str] = {}
+    took: dict[str, list[float]] = {"translated": [], "refused": []}  # seconds per file, by outcome
     signal.signal(signal.SIGALRM, _alarm)
     t0 = time.perf_counter()
     for f in files:
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         why = None  # None: translated
         kw = None
         signal.setitimer(signal.ITIMER_REAL, args.limit_s)
+        t1 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -121,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             example.setdefault(kw, f.name)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        took["translated" if why is None else "refused"].append(time.perf_counter() - t1)
         per_file[f.name] = "ok" if why is None else why
         if llg is not None:
             lerr = llg(schema)
@@ -132,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                     gap_files.append({"file": f.name, "keyword": kw, "why": why})
     dt = time.perf_counter() - t0
     print(f"translated {ok} of {len(files)} schemas ({ok / max(len(files), 1):.1%}) in {dt:.0f} s")
+    for what, ts in took.items():
+        if ts:
+            q = np.percentile(ts, [50, 99])
+            print(f"  time to {what[:-1] if what == 'translated' else 'refuse'} (translate only, one run): "
+                  f"p50 {1e3 * q[0]:.1f} ms, p99 {1e3 * q[1]:.0f} ms, max {1e3 * max(ts):.0f} ms over {len(ts)} files")
     for k, n in by_kw.most_common():
         print(f"  {n:4d} refused at {k}: {example[k]}")
     for kind, n in other.most_common():
@@ -151,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "other_errors": dict(other),
                                         "llguidance_compiled": llg_ok if llg else None,
                                         "gap_by_keyword": dict(gap), "gap_files": gap_files,
-                                        "per_file": per_file}, indent=1))
+                                        "per_file": per_file,
+                                        "seconds": {k: sorted(v) for k, v in took.items()}}, indent=1))
     return 0
 
 
