@@ -1520,7 +1520,7 @@ class _Gen:
                     present = False
                 elif isinstance(dep, dict):  # the dependent schema itself (its pointers stay real)
                     for _ in range(64):  # drafts 04-07 ignore $ref's siblings: add "required" to the target
-                        if not (self.draft_class in _OLD_REF and "$ref" in dep):
+                        if not (self.draft_class in _OLD_REF and isinstance(dep, dict) and "$ref" in dep):
                             break
                         dep, dptr = self.resolve(dep["$ref"], dptr)
                         dptr = dptr or ""
@@ -2368,7 +2368,14 @@ class _Gen:
                 v = self.validator.evolve(schema={k: x for k, x in node.items() if k not in ("enum", "const")})
             else:
                 v = self.flat_validator({k: x for k, x in flat.items() if k != "enum"})
-            keep = [x for x in values if v.is_valid(x)]
+            spell_ok = None
+            if self.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator):
+                # 1.0 is no integer here: a number's spellings (1, 1.0) are kept one by one, each
+                # where its own value is valid (enum [1] under type integer: not 1.0; enum [1.0]: 1)
+                spell_ok = v.is_valid
+                keep = [x for x in values if _is_number(x) or v.is_valid(x)]
+            else:
+                keep = [x for x in values if v.is_valid(x)]
         except jsonschema.exceptions.RefResolutionError as e:  # pragma: no cover - old jsonschema
             raise InvalidSchemaError(f"cannot resolve a $ref: {e}", pointer=ptr) from None
         except Exception as e:  # noqa: BLE001 - e.g. referencing.exceptions.Unresolvable
@@ -2376,10 +2383,13 @@ class _Gen:
         uniq: dict[Any, Any] = {}  # (top-level type, JSON value): first spelling, in order
         for x in keep:
             uniq.setdefault((type(x), _json_key(x)), x)
-        return self.literal_parts(list(uniq.values()), ptr, flat["_ptr"].get("enum"))
+        return self.literal_parts(list(uniq.values()), ptr, flat["_ptr"].get("enum"), spell_ok)
 
-    def literal_parts(self, values: list[Any], ptr: str, kw_ptr: str | None = None) -> _Parts:
-        """The parts admitting exactly ``values`` (an ``enum`` at ``ptr``, its keyword at ``kw_ptr``).
+    def literal_parts(self, values: list[Any], ptr: str, kw_ptr: str | None = None,
+                      spell_ok: Callable[[Any], bool] | None = None) -> _Parts:
+        """The parts admitting exactly ``values`` (an ``enum`` at ``ptr``, its keyword at ``kw_ptr``);
+        ``spell_ok``: a number's spellings are kept only where it holds for the value each one parses
+        to (drafts 3 / 4, where ``1.0`` is a float and no integer).
 
         Strings are one terminal, or, when that terminal would be over gad's budgets for one (an enum
         of thousands of names), several (:func:`_word_chunks`); an enum too large even for those is
@@ -2411,6 +2421,8 @@ class _Gen:
                     sp |= {str(int(x)), f"{int(x)}.0"}
                     if x == 0:
                         sp |= {"-0", "-0.0"}
+                if spell_ok is not None:
+                    sp = {t for t in sp if spell_ok(json.loads(t))}
                 nums.extend(_rx_lit(s) for s in sorted(sp, key=lambda t: (-len(t), t)))
             elif isinstance(x, dict):
                 objs.append(x)
@@ -3007,7 +3019,7 @@ class _Gen:
         # schema admits none out of the additional-key terminal
         off_names = "|".join(_rx_lit(json.dumps(k, ensure_ascii=False)[1:-1]) for k in banned) if pats else ""
         off_keys = [rx[1:-1] for (_pat, _s, rx, _p), r in zip(pats, pat_rules, strict=True) if r is None]
-        not_names = f'(?!(?:{off_names})")' if off_names else ""
+        not_names = f'(?!(?:{off_names})")' if pats and banned else ""  # (the name "" alone: off_names is "")
         pat_rxs = ['"' + not_names + rx[1:] if not_names else rx for _pat, _s, rx, _p in pats]
         addl_key = f'"{not_names}' + "".join(f'(?!{k}")' for k in off_keys) + f'{UNIT}*"'
         holder = pats[0][3].rsplit("/", 2)[0] if pats else ptr  # (the object holding patternProperties)
@@ -3020,7 +3032,11 @@ class _Gen:
                                  "additional properties needs an automaton difference over gad's budget")
             pat_rxs = [rx for _pat, _s, rx, _p in pats]
             addl_key = f'"{UNIT}*"'
-        pat_items = [(self.term(rx, "K"), r) for rx, r in zip(pat_rxs, pat_rules, strict=True)]
+        pat_items = []
+        for rx, r in zip(pat_rxs, pat_rules, strict=True):
+            if r is not None and rx.startswith('"(?!') and _matches_nothing(rx):
+                r = None  # every key the pattern matches is a listed name admitting no value: none is written
+            pat_items.append((self.term(rx, "K"), r))
         free_items = [f"{t} {{colon}} {r}" for t, r in pat_items if r is not None]
         comma = self.punct(",", True, True)
         colon = self.punct(":", True, True)
@@ -3586,6 +3602,20 @@ def _inside(f: Any, g: Any) -> bool:
 
 
 _NUMBER_TAIL = "[0-9eE+\\-.]+"  # what may follow a number's start inside a number token
+
+
+def _is_number(x: Any) -> bool:
+    """``x`` is a JSON number (an int or a float, not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _matches_nothing(rx: str) -> bool:
+    """Terminal regex ``rx`` matches no string (False where its automaton is not built: over the
+    budget, which :func:`_differences_fit` has reported)."""
+    try:
+        return bool(regex_fsm(rx).empty())
+    except Exception:  # noqa: BLE001 - over the budget, or not an automaton gad builds
+        return False
 
 
 def _differences_fit(regexes: list[str]) -> bool:

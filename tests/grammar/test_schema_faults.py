@@ -217,3 +217,51 @@ def test_the_lenient_probe_finds_empty_places_without_building_automata(monkeypa
     dead = js._pruned_when_lenient(js.load_schema(schema), "compact", False, frozenset(), {})
     assert dead == {"/properties/zz"} and built == []
     assert convert(schema) is not None and built  # (the real pass builds them)
+
+
+@pytest.mark.parametrize("target", [True, False, {"$ref": "#/definitions/T"}])
+def test_a_draft07_dependency_ref_to_a_boolean_schema(target):
+    # drafts 04-07 follow a dependency's $ref to add "required" to its target; a target that is a
+    # boolean schema raised a TypeError from inside the converter (session 27's adversarial run)
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"t": {"$ref": "#/definitions/A"}},
+              "definitions": {"A": target, "T": True}}
+    c = agree_with_jsonschema(schema, [{}, {"t": 1}, {"t": 1, "u": 2}, {"u": 2}, 3, "s"])
+    assert c is not None and not c.sg.dropped
+
+
+@pytest.mark.parametrize("schema,values", [
+    # the name "" admitting no value beside patternProperties: its lookahead ("off_names") was the empty
+    # string, taken for "no name", so a pattern's key terminal still wrote "" (with the pattern's value)
+    ({"patternProperties": {"q": {"type": "integer"}}, "properties": {"": False}},
+     [{"": 1}, {}, {"q": 1}, {"aq": "x"}, {"": "s"}]),
+    ({"patternProperties": {"^$": {"type": "integer"}}, "properties": {"": {"type": "string"}}},
+     [{"": 5}, {"": "s"}, {}, {"a": 1}]),
+    # a pattern whose keys are all listed names admitting no value: its key terminal matched no string,
+    # which failed the grammar check (UnsupportedGrammarError from gad.compile)
+    ({"patternProperties": {"^a$": {"type": "string"}}, "properties": {"a": {"type": "integer"}}},
+     [{"a": 1}, {"a": "s"}, {}, {"b": 2}]),
+    ({"patternProperties": {"^a$": {"type": "string"}}, "properties": {"a": False}, "additionalProperties": False},
+     [{"a": 1}, {"a": "s"}, {}, {"b": 2}]),
+])
+def test_banned_names_beside_pattern_properties(schema, values):
+    # (session 27's adversarial run)
+    c = agree_with_jsonschema(schema, values)
+    assert c is not None and not c.sg.dropped
+
+
+_D3, _D4 = "http://json-schema.org/draft-03/schema#", "http://json-schema.org/draft-04/schema#"
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": _D4, "type": "integer", "enum": [1]},  # 1.0 was accepted: no integer under draft 4
+    {"$schema": _D3, "type": "integer", "enum": [1]},
+    {"$schema": _D4, "type": "integer", "enum": [0]},  # (0.0, -0.0)
+    {"$schema": _D4, "type": "integer", "enum": [1.0]},  # was EmptyLanguageError: 1 is valid
+    {"$schema": _D4, "type": "integer", "enum": [2.0, 3]},  # 2 was rejected, 3.0 accepted
+    {"$schema": _D4, "enum": [1, "1"]},
+    {"type": "integer", "enum": [1.0]},  # (2020-12: 1.0 is an integer)
+])
+def test_enum_numbers_under_drafts_where_a_float_is_no_integer(schema):
+    # (session 27's adversarial run)
+    c = agree_with_jsonschema(schema, [1, 1.0, 2, 2.0, 3, 3.0, 0, 0.0, -0.0, "1", None])
+    assert c is not None and not c.sg.dropped
