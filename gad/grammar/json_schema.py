@@ -1427,6 +1427,14 @@ class _Gen:
         enclosing ``$schema``'s, as ``jsonschema`` switches drafts there (:func:`_mark_drafts`)."""
         return self.sub_drafts.get(id(node), self.draft_class)
 
+    def ref_draft(self, node: Any) -> Any:
+        """The draft that decides whether ``node``'s ``$ref`` siblings apply, as ``jsonschema`` reads
+        it: the node's own (:meth:`draft_of`), except on a node that carries ``$schema`` itself, which
+        ``jsonschema`` reads under the root's draft."""
+        if isinstance(node, dict) and "$schema" in node:
+            return self.draft_class
+        return self.draft_of(node)
+
     def own_keywords(self, node: dict, ptr: str) -> dict:
         """``node``'s keywords as gad reads them (2020-12's spellings), under the document's draft: a
         keyword the draft does not define is an annotation (:func:`_draft_keywords`), and so is a
@@ -1475,7 +1483,7 @@ class _Gen:
         if "$ref" in rest:
             target, tptr = self.resolve(rest.pop("$ref"), ptr)
             sub = self.flatten(target, tptr, depth + 1)
-            if self.draft_class in _OLD_REF:  # (the root's draft decides, as jsonschema reads it)
+            if self.ref_draft(node) in _OLD_REF:  # (drafts 04-07: $ref's siblings are ignored)
                 return sub
             flat = self.merge(flat, sub, ptr)
         for kw in ("allOf",):
@@ -1520,7 +1528,7 @@ class _Gen:
                     present = False
                 elif isinstance(dep, dict):  # the dependent schema itself (its pointers stay real)
                     for _ in range(64):  # drafts 04-07 ignore $ref's siblings: add "required" to the target
-                        if not (self.draft_class in _OLD_REF and isinstance(dep, dict) and "$ref" in dep):
+                        if not (self.ref_draft(dep) in _OLD_REF and isinstance(dep, dict) and "$ref" in dep):
                             break
                         dep, dptr = self.resolve(dep["$ref"], dptr)
                         dptr = dptr or ""
@@ -2414,13 +2422,7 @@ class _Gen:
             elif isinstance(x, (int, float)):
                 if isinstance(x, float) and not math.isfinite(x):
                     continue
-                sp = {json.dumps(x)}
-                if isinstance(x, float):
-                    sp.add(_plain_number(x))
-                if float(x).is_integer() and abs(x) < 1e16:
-                    sp |= {str(int(x)), f"{int(x)}.0"}
-                    if x == 0:
-                        sp |= {"-0", "-0.0"}
+                sp = _number_spellings(x)
                 if spell_ok is not None:
                     sp = {t for t in sp if spell_ok(json.loads(t))}
                 nums.extend(_rx_lit(s) for s in sorted(sp, key=lambda t: (-len(t), t)))
@@ -2490,9 +2492,14 @@ class _Gen:
             return [self.term(_rx_lit(json.dumps(x, ensure_ascii=False)), "S")]
         if x is True or x is False or x is None:
             return [self.term(json.dumps(x), "L")]
-        if isinstance(x, float) and x.is_integer() and abs(x) < 1e16:
-            x = int(x)
-        return [self.term(_rx_lit(json.dumps(x)), "N")]
+        # a number inside a literal equals each of its spellings ({"a": 1} is {"a": 1.0} to enum / const);
+        # under drafts 3 / 4 1.0 is a float, which other keywords may tell from 1: as written, then
+        if self.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator):
+            sp = sorted({json.dumps(x)} | ({_plain_number(x)} if isinstance(x, float) else set()),
+                        key=lambda t: (-len(t), t))
+        else:
+            sp = sorted(_number_spellings(x), key=lambda t: (-len(t), t))  # (longest first: Lark's scanner)
+        return [self.term(_rx_lit(sp[0]) if len(sp) == 1 else "(?:" + "|".join(map(_rx_lit, sp)) + ")", "N")]
 
     def kind_parts(self, flat: dict, ptr: str) -> _Parts:
         kinds = set(_KINDS)
@@ -3602,6 +3609,20 @@ def _inside(f: Any, g: Any) -> bool:
 
 
 _NUMBER_TAIL = "[0-9eE+\\-.]+"  # what may follow a number's start inside a number token
+
+
+def _number_spellings(x: float) -> set[str]:
+    """The spellings of the JSON number ``x`` an ``enum`` / ``const`` literal accepts: its ``json.dumps``,
+    a float's plain decimal, and for a whole value under 1e16 both ``n`` and ``n.0`` (``-0`` and ``-0.0``
+    too for zero), which JSON Schema's equality holds equal."""
+    sp = {json.dumps(x)}
+    if isinstance(x, float):
+        sp.add(_plain_number(x))
+    if float(x).is_integer() and abs(x) < 1e16:
+        sp |= {str(int(x)), f"{int(x)}.0"}
+        if x == 0:
+            sp |= {"-0", "-0.0"}
+    return sp
 
 
 def _is_number(x: Any) -> bool:

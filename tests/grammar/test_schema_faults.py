@@ -260,8 +260,31 @@ _D3, _D4 = "http://json-schema.org/draft-03/schema#", "http://json-schema.org/dr
     {"$schema": _D4, "type": "integer", "enum": [2.0, 3]},  # 2 was rejected, 3.0 accepted
     {"$schema": _D4, "enum": [1, "1"]},
     {"type": "integer", "enum": [1.0]},  # (2020-12: 1.0 is an integer)
+    {"$schema": _D4, "enum": [{"a": 1.0}]},  # a number inside a literal, as written (was 1 only: 1.0 rejected)
+    {"enum": [{"a": 1.0}, {"a": 0}]},  # (2020-12: inside a literal too, 1 and 1.0 are one value)
 ])
 def test_enum_numbers_under_drafts_where_a_float_is_no_integer(schema):
     # (session 27's adversarial run)
-    c = agree_with_jsonschema(schema, [1, 1.0, 2, 2.0, 3, 3.0, 0, 0.0, -0.0, "1", None])
+    c = agree_with_jsonschema(schema, [1, 1.0, 2, 2.0, 3, 3.0, 0, 0.0, -0.0, "1", None, {"a": 1}, {"a": 1.0}, {"a": -0.0}])
+    assert c is not None and not c.sg.dropped
+
+
+_D7, _D20 = "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("schema", [
+    # $ref siblings below a subschema with its own $schema follow that draft, as jsonschema reads them
+    # (they followed the root's: {"p": 7} accepted under the first, rejected under the second)
+    {"$schema": _D7, "definitions": {"a": {"type": "integer"}},
+     "properties": {"p": {"$schema": _D20, "allOf": [{"$ref": "#/definitions/a", "maximum": 5}]}}},
+    {"$schema": _D20, "$defs": {"a": {"type": "integer"}},
+     "properties": {"p": {"$schema": _D7, "allOf": [{"$ref": "#/$defs/a", "maximum": 5}]}}},
+    # on the node that carries the $schema, the root's draft decides (unchanged)
+    {"$schema": _D7, "definitions": {"a": {"type": "integer"}},
+     "properties": {"p": {"$schema": _D20, "$ref": "#/definitions/a", "maximum": 5}}},
+    {"$schema": _D20, "$defs": {"a": {"type": "integer"}},
+     "properties": {"p": {"$schema": _D7, "$ref": "#/$defs/a", "maximum": 5}}},
+])
+def test_ref_siblings_under_a_nested_schema_keyword(schema):
+    c = agree_with_jsonschema(schema, [{"p": 7}, {"p": 3}, {"p": "x"}, {}])
     assert c is not None and not c.sg.dropped
