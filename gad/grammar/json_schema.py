@@ -2764,8 +2764,10 @@ class _Gen:
             regex_fsm(rx)  # (cached: the grammar's own check finds it built)
         except Exception:  # noqa: BLE001 - AutomatonTooLarge, RecursionError, interegular's own
             pp = flat["_ptr"]
-            kw = next((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "format")
-                       if k in flat), "type")
+            # (the bound written with the most digits: the one whose automaton is the large one)
+            kw = max((k for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf")
+                      if _is_number(flat.get(k))), key=lambda k: len(format(_dec(flat[k]), "f")), default=None) \
+                or ("format" if "format" in flat else "type")
             self.unsupported(pp.get(kw, ptr), kw, f"the number automaton for {kw} {clip(repr(flat.get(kw)))} is too "
                                                   "large to build (too many significant digits)")
             return JSON_INTEGER if integer else JSON_NUMBER
