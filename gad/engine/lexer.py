@@ -315,8 +315,10 @@ class TerminalAutomaton:
             raise UnsupportedGrammarError(
                 f"terminal {name} has a pattern gad cannot compile to an automaton ({clip(regexp)!r}): {clip(str(exc))}") from exc
         live = coreachable(fsm)  # the states from which a final state can be reached
+        # (surrogates, which a complemented BMP class names, have no UTF-8 spelling: no text holds one)
         nonascii = frozenset(c for c in fsm.alphabet._symbol_mapping
-                             if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80)
+                             if c is not anything_else and isinstance(c, str) and ord(c) >= 0x80
+                             and not 0xD800 <= ord(c) <= 0xDFFF)
         if fsm.initial not in live:
             raise UnsupportedGrammarError(f"terminal {name} matches no string ({clip(regexp)!r})")
         if fsm.initial in fsm.finals:

@@ -121,6 +121,8 @@ def _class_char(o: int) -> str:
     c = chr(o)
     if o < 0x20 or o == 0x7F:
         return f"\\x{o:02x}"
+    if 0xD800 <= o <= 0xDFFF:  # (a lone surrogate has no UTF-8 spelling: escaped, never written raw)
+        return f"\\u{o:04x}"
     if c in "\\]^-[/":
         return "\\" + c
     return c
