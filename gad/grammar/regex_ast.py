@@ -166,10 +166,17 @@ def parse(pattern: str) -> list:
         RegexUnsupported: not a regex Python can parse, or global inline flags such as ``(?i)``.
     """
     try:
-        parsed = _sp.parse(pattern)
+        # parsed as ASCII (gad's classes are ASCII): an explicit (?u) then fails to parse, where
+        # under the default flags it would pass unnoticed and \w would silently mean ASCII
+        parsed = _sp.parse(pattern, _sc.SRE_FLAG_ASCII)
+    except ValueError as e:
+        if "ASCII and UNICODE" not in str(e):
+            raise RegexUnsupported(f"not a regular expression Python can parse ({e})") from None
+        raise RegexUnsupported("the inline flag (?u) is not supported: gad's classes \\d, \\w, \\s are ASCII") \
+            from None
     except Exception as e:  # noqa: BLE001 - re's error types vary across versions
         raise RegexUnsupported(f"not a regular expression Python can parse ({e})") from None
-    if parsed.state.flags & ~_sc.SRE_FLAG_UNICODE:
+    if parsed.state.flags & ~(_sc.SRE_FLAG_UNICODE | _sc.SRE_FLAG_ASCII):
         raise RegexUnsupported("inline flags such as (?i) are not supported")
     if _names_surrogate(parsed):
         raise RegexUnsupported("a surrogate code point (U+D800-U+DFFF) as a character or a class bound: "

@@ -74,6 +74,27 @@ def test_regex_errors_are_typed():
     assert accepts("^ab$", "ab") and not accepts("^ab$", "ab\n")
 
 
+@pytest.mark.parametrize("pattern", [r"\Bx*", r"\bx*", r"$x*", r"\Zx*", r"(?:)\bx*", r"x*\b", r"(\b)*x"])
+def test_an_anchor_inside_a_pattern_that_matches_empty_is_refused(pattern):
+    """A nullable pattern went through ``non_empty``, which read an inner anchor as the empty string:
+    ``\\Bx*`` accepted "x" and "" (re.fullmatch: neither).  Now refused like the same anchor in a
+    pattern that does not match "" (session 27's adversarial run)."""
+    with pytest.raises(UnsupportedGrammarError, match="anchor"):
+        Grammar.from_regex(pattern)
+
+
+def test_python_re_failures_and_the_unicode_flag_are_typed():
+    """Inputs on which Python's re raises something other than re.error, and (?u), which under
+    gad's ASCII classes would have been accepted and ignored (``(?u)\\w`` matches "é" in re)."""
+    with pytest.raises(GrammarSyntaxError, match="too large"):
+        Grammar.from_regex("a{1,4294967295}")
+    with pytest.raises(GrammarSyntaxError, match="nested too deeply"):
+        Grammar.from_regex("(" * 2000 + "a" + ")" * 2000)
+    with pytest.raises(UnsupportedGrammarError, match=r"\(\?u\)"):
+        Grammar.from_regex(r"(?u)\w+")
+    assert accepts(r"(?a)\w+", "ab_1") and not accepts(r"(?a)\w+", "é")  # (?a) says what gad does
+
+
 class Address(pydantic.BaseModel):
     street: str
     zip: str = pydantic.Field(pattern=r"^[0-9]{5}$")
