@@ -112,12 +112,17 @@ class EbnfGrammar:
         positions: rule name -> (line, column) of its definition.
         path: the source file (or ``"<string>"``).
         lark_names: GBNF rule name -> Lark rule name (filled by :func:`to_lark`).
+        helper_rules: Lark helper rule (``_rep_k``, ``_opt_k``, ``_g_k``) -> the GBNF rule whose
+            right-hand side it was written for (filled by :func:`to_lark`; error messages name that rule).
+        atom_names: Lark terminal ``C_k`` -> ``C_k /regex/``, the characters it stands for.
     """
 
     rules: dict[str, Expr]
     positions: dict[str, tuple[int, int]]
     path: str = "<string>"
     lark_names: dict[str, str] = field(default_factory=dict)
+    helper_rules: dict[str, str] = field(default_factory=dict)
+    atom_names: dict[str, str] = field(default_factory=dict)
 
 
 def _merge(ranges: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -480,6 +485,8 @@ def _lark_name(name: str, taken: set[str]) -> str:
 class _Converter:
     MAX_EXPANSIONS = 64  # hoist groups into helper rules when Lark's inline expansion would exceed this
     MAX_INLINE_REPEAT = 8  # larger x{m,n} counts are written with helper rules (see emit)
+    MAX_REPEAT_EXPANSIONS = 4096  # copies of a group that would expand to more are written as a chain
+    MAX_CHAIN_REPEAT = 512  # x{m} with m above this: O(log m) helper rules instead of a chain of m
 
     def __init__(self, g: EbnfGrammar) -> None:
         self.g = g
@@ -492,6 +499,7 @@ class _Converter:
         self.names = names
         self.helpers: list[str] = []
         self.helper_by_body: dict[str, str] = {}
+        self.current = START  # the GBNF rule being written (helpers are credited to it)
         self._build_atoms()
 
     # character partition
@@ -550,10 +558,10 @@ class _Converter:
         if isinstance(e, Alt):
             return sum(self.count(x) for x in e.options)
         if isinstance(e, Repeat):
-            if e.max is None:
-                return 2 if e.min == 0 else 1
             c = self.count(e.item)
-            return min(c ** max(e.min, 1) * (e.max - e.min + 1), 1 << 20)
+            if e.max is None:
+                return 2 if e.min == 0 else min(c ** min(e.min, self.MAX_INLINE_REPEAT), 1 << 20)
+            return min(c ** min(max(e.min, 1), 64) * (e.max - e.min + 1), 1 << 20)
         if isinstance(e, CharClass):
             n = len(self.atoms_of_set[tuple(e.intervals())])
             return n if n <= self.MAX_EXPANSIONS else 1
@@ -563,6 +571,7 @@ class _Converter:
         if body in self.helper_by_body:
             return self.helper_by_body[body]
         name = f"_{prefix}_{len(self.helpers)}"
+        self.g.helper_rules[name] = self.current
         self.helpers.append(f"{name}: {body}")
         self.helper_by_body[body] = name
         return name
@@ -599,15 +608,43 @@ class _Converter:
             inner = self.emit(e.item)
             if not inner:  # repetition of the empty string
                 return ""
-            if not self._is_atomic(e.item):
-                inner = f"({inner})" if self.count(e.item) <= self.MAX_EXPANSIONS else self.hoist(e.item)
             lo, hi = e.min, e.max
             big = self.MAX_INLINE_REPEAT
-            if lo <= big:
-                parts = [inner] * lo
+            c = 1 if self._is_atomic(e.item) else self.count(e.item)
+            if c > 1 or not self._is_atomic(e.item):
+                inner = f"({inner})" if c <= self.MAX_EXPANSIONS else self.hoist(e.item)
+            copies = min(lo, big) + (min(hi - lo, big) if hi is not None else int(lo == 0))
+            inline = lo <= big and c ** min(copies, 64) <= self.MAX_REPEAT_EXPANSIONS
+            # the optional copies after the mandatory ones: up to k more as a chain of helper rules
+            # opt_k: (x opt_{k-1})?  (linear size; nested inline, Lark expands k alternatives of up
+            # to k symbols each, times the item's count per level); unbounded: Lark's x*
+            if hi is None:
+                tail = f"{inner}*"
+            elif hi - lo > big or (hi > lo and not inline):
+                tail = self.helper("opt", f"({inner})?")
+                for _ in range(hi - lo - 1):
+                    tail = self.helper("opt", f"({inner} {tail})?")
+            elif hi > lo:
+                tail = f"({inner})?"
+                for _ in range(hi - lo - 1):
+                    tail = f"({inner} {tail})?"
             else:
-                # x{lo} as O(log lo) helper rules x{2^i} (Lark's LALR analysis is quadratic in
-                # the length of a rule: "a"{500} written inline took 40 s to load)
+                tail = ""
+            if inline:
+                if hi is None and lo > 0:
+                    return " ".join([inner] * (lo - 1) + [f"{inner}+"])
+                return " ".join([inner] * lo + ([tail] if tail else []))
+            # More copies than are written inline (Lark's LALR analysis is quadratic in a rule's
+            # length: "a"{500} inline took 40 s), or copies whose inline expansion multiplies
+            # (("a"{1,3} "b"{1,3}){7}, [0-9a-f]{8} beside "deadbeef": millions of rules): a right-
+            # linear chain rep_k: x rep_{k-1}, rep_1: x tail.  Linear in lo, and the parser reduces
+            # the chain only after its last copy, so it adds no LALR conflict where copies written
+            # inline have none (helper rules for x{2^i} forced a reduction every 2^i copies).
+            if lo == 0:
+                return tail
+            if lo > self.MAX_CHAIN_REPEAT:
+                # past the chain's limit: x{lo} as O(log lo) helper rules x{2^i} (compact, but the
+                # parser must reduce each, which can conflict with an alternative sharing a prefix)
                 parts, power, n = [], inner, lo
                 while n:
                     if n & 1:
@@ -615,24 +652,11 @@ class _Converter:
                     n >>= 1
                     if n:
                         power = self.helper("rep", f"{power} {power}")
-            if hi is None:
-                if lo == 0 or lo > big:
-                    parts.append(f"{inner}*")
-                else:
-                    parts[-1] = f"{inner}+"
-            elif hi - lo > big:
-                # up to k more copies: a chain of helper rules opt_k: (x opt_{k-1})?  (linear size;
-                # nesting them inline makes Lark expand k alternatives of up to k symbols each)
-                opt = self.helper("opt", f"({inner})?")
-                for _ in range(hi - lo - 1):
-                    opt = self.helper("opt", f"({inner} {opt})?")
-                parts.append(opt)
-            elif hi > lo:
-                opt = f"({inner})?"
-                for _ in range(hi - lo - 1):
-                    opt = f"({inner} {opt})?"
-                parts.append(opt)
-            return " ".join(parts)
+                return " ".join(parts + [tail]).rstrip()
+            rep = self.helper("rep", f"{inner} {tail}".rstrip())
+            for _ in range(lo - 1):
+                rep = self.helper("rep", f"{inner} {rep}")
+            return rep
         raise TypeError(f"unknown expression {e!r}")
 
     def _is_atomic(self, e: Expr) -> bool:
@@ -659,11 +683,13 @@ class _Converter:
         lines = ["// converted from GBNF by gad.ebnf (character-level atoms C_i)",
                  f"// start: {START}", ""]
         for name, rhs in self.g.rules.items():
+            self.current = name
             lines.append(f"{self.names[name]}: {self.emit_top(rhs)}")
         body = lines + self.helpers
         body.append("")
         for k, iv in enumerate(self.atom_intervals):
             body.append(f"{self.term(k)}: /{_atom_regex(iv)}/")
+            self.g.atom_names[self.term(k)] = f"{self.term(k)} /{_atom_regex(iv)}/"
         return "\n".join(body) + "\n"
 
 

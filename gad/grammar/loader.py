@@ -312,7 +312,7 @@ class Grammar:
                 start = g.lark_names[start]
             elif start not in g.lark_names.values():
                 raise UndefinedSymbolError(f"start rule {start!r} is not defined", symbol=start, path=path)
-            rule_names = {v: k for k, v in g.lark_names.items()}
+            rule_names = {v: k for k, v in g.lark_names.items()} | g.helper_rules | g.atom_names
             positions = {g.lark_names[k]: v for k, v in g.positions.items()} | dict(g.positions)
         else:
             lark_text = text
@@ -374,6 +374,19 @@ class Grammar:
         if m:
             lark_name = m.group(1)
         return self.rule_names.get(lark_name, lark_name)
+
+    def _helper_note(self, raw_names: list[str]) -> str:
+        """For a grammar converted from GBNF: what the helper rules and character atoms named in a
+        conflict stand for ("" when none is named)."""
+        if self.kind != "ebnf":
+            return ""
+        helpers = _dedupe(n for n in raw_names if re.fullmatch(r"_(?:rep|opt|g)_[0-9]+", n))
+        if not helpers:
+            return ""
+        owners = _dedupe(self.rule_names.get(h, h) for h in helpers)
+        return (f"\n({', '.join(helpers[:6])}{', ...' if len(helpers) > 6 else ''}: gad's helper rules for a "
+                f"repetition x{{m,n}} or a large group in rule {', '.join(owners)}; C_k are the grammar's "
+                "character sets)")
 
     def _err_pos(self, name: str, source_text: str, positions: dict[str, tuple[int, int]],
                  definition: bool = True) -> dict:
@@ -475,7 +488,8 @@ class Grammar:
                 # Lark lists the rules from a set: order them by definition for stable messages
                 rules.sort(key=lambda n: (self._err_pos(n, source_text, positions).get("line") or 1 << 30, n))
                 raise GrammarConflictError(
-                    f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}", rules=rules,
+                    f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}"
+                    f"{self._helper_note(re.findall(r'[<(]?(_[a-z]+_[0-9]+|C_[0-9]+)', msg))}", rules=rules,
                     **self._err_pos(rules[0], source_text, positions)) from None
             raise self._other_lark_error(msg, source_text) from None
         except LexError as e:
@@ -586,8 +600,9 @@ class Grammar:
         detail = "\n".join("  " + s for s in strs)
         more = f"\n({len(found) - 1} more conflicts)" if len(found) > 1 else ""
         raise GrammarConflictError(
-            f"grammar is not LALR(1): {kind} conflict on terminal {term} between rules "
-            f"{', '.join(first)}:\n{detail}{more}", rules=involved,
+            f"grammar is not LALR(1): {kind} conflict on terminal {self._user_name(term)} between rules "
+            f"{', '.join(first)}:\n{detail}{more}{self._helper_note(names + re.findall(r'_[a-z]+_[0-9]+', detail))}",
+            rules=involved,
             **self._err_pos(first[0], source_text, positions))
 
     def _check_terminals(self, parser: Lark | ParserTables, source_text: str,

@@ -87,10 +87,10 @@ def regex_lark(pattern: str) -> str:
         # non_empty would read it as the empty string and change the language
         body = translate(items, _RAW)
         if nullable(items):
-            body = non_empty(items, _RAW)
-            if body is None:
+            ne = non_empty(items, _RAW)
+            if ne is None:
                 raise UnsupportedGrammarError(f"regex {pattern!r} matches only the empty string", path="<regex>")
-            start = "start: REGEX\n    |"
+            body, start = ne, "start: REGEX\n    |"
         else:
             start = "start: REGEX"
     except RegexUnsupported as e:

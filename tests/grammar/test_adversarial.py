@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import random
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import gad
 import gad.engine.compiler as compiler
 from gad import Grammar
 from gad.engine.vocab import Vocabulary
-from gad.errors import GrammarSyntaxError, InvalidArgumentError, UnsupportedGrammarError
+from gad.errors import GrammarConflictError, GrammarSyntaxError, InvalidArgumentError, UnsupportedGrammarError
 
 
 # --- automata that blow up: refused quickly instead of building for hours -----------------------
@@ -34,16 +36,52 @@ def test_exponential_terminal_is_refused_fast(text: str) -> None:
 
 
 def test_gbnf_large_repetitions_load_fast_and_exactly() -> None:
-    # (inline expansion took 40 s for {500}, minutes for {2,300}: the grammar stays linear in the bounds)
+    # (inline expansion took 40 s for {500}, minutes for {2,300}: the grammar stays linear in the
+    # bounds, and logarithmic past ebnf's chain limit)
     g = Grammar.from_string('root ::= "a"{500} "b"', kind="ebnf")
     g2 = Grammar.from_string('root ::= "a"{2,300} "b"', kind="ebnf")
     g3 = Grammar.from_string('root ::= "a"{40,} "b"', kind="ebnf")
-    assert max(x.lark_text.count("\n") for x in (g, g2, g3)) <= 400
+    g4 = Grammar.from_string('root ::= "a"{4000} "b"', kind="ebnf")
+    assert max(x.lark_text.count("\n") for x in (g, g2, g3)) <= 520 and g4.lark_text.count("\n") < 40
     for n in (0, 1, 2, 39, 40, 41, 300, 301, 499, 500, 501):
         s = "a" * n + "b"
         assert g.parses(s) == (n == 500), n
         assert g2.parses(s) == (2 <= n <= 300), n
         assert g3.parses(s) == (n >= 40), n
+    assert [g4.parses("a" * n + "b") for n in (3999, 4000, 4001)] == [False, True, False]
+
+
+@pytest.mark.parametrize("gbnf,regex", [
+    ('root ::= ("a"{1,3} "b"{1,3}){7}', r"(?:a{1,3}b{1,3}){7}"),       # 9^7 inline expansions: minutes
+    ('root ::= ("a"{1,3} "b"{1,3}){6,}', r"(?:a{1,3}b{1,3}){6,}"),
+    ('root ::= [0-9a-f]{8} | "dead"', r"[0-9a-f]{8}|dead"),             # 7^8: the atoms split the class
+    ('root ::= ("x" [0-9a-f]{2}){3,12} ";"', r"(?:x[0-9a-f]{2}){3,12};"),
+    ('root ::= [ab]{10} | "aaa"', r"[ab]{10}|aaa"),                     # x{2^i} helpers: a conflict
+    ('root ::= [ab]{9} | "abab"', r"[ab]{9}|abab"),
+])
+def test_gbnf_repetitions_that_multiply_or_share_a_prefix_load_exactly(gbnf: str, regex: str) -> None:
+    """Copies of a group written inline multiply Lark's expansion (session 27's adversarial run: a
+    one-line grammar took minutes and gigabytes), and x{m} for m > 8 as helper rules x{2^i} forced a
+    reduction every 2^i characters ("not LALR(1)" beside an alternative sharing a prefix).  Both are
+    now a right-linear chain of helper rules: linear size, reduced after the last copy."""
+    g = Grammar.from_string(gbnf, kind="ebnf")
+    assert g.lark_text.count("\n") < 200
+    rng = random.Random(7)
+    texts = {"", "dead", "deadbeef", "aaa", "abab", "ab" * 7, "aaabbb" * 7, "aaaab" + "ab" * 6, "x00x11x22;",
+             "x0a" * 12 + ";", "x0a" * 13 + ";", "a" * 10, "ab" * 5, "a" * 9}
+    texts |= {"".join(rng.choice("ab") for _ in range(rng.randint(6, 40))) for _ in range(60)}
+    texts |= {"".join(rng.choice("0123456789abcdefz") for _ in range(rng.randint(7, 9))) for _ in range(60)}
+    for t in sorted(texts):
+        assert g.parses(t) == (re.fullmatch(regex, t) is not None), (gbnf, t)
+
+
+def test_gbnf_conflict_in_a_helper_rule_names_the_gbnf_rule_and_its_line() -> None:
+    """A conflict inside a helper rule named only ``_opt_9`` and ``C_0``, with no position."""
+    with pytest.raises(GrammarConflictError) as ei:
+        Grammar.from_string('root ::= x\nx ::= [ab]{2,12} "a"? "b"', kind="ebnf", path="g.gbnf")
+    e = ei.value
+    assert (e.path, e.line, e.column) == ("g.gbnf", 2, 1) and e.rules == ["x"]
+    assert "C_0 /a/" in str(e) and "helper rules for a repetition" in str(e) and "in rule x" in str(e)
 
 
 def test_gbnf_too_wide_repetition_is_refused_with_position() -> None:
