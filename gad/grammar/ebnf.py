@@ -558,14 +558,31 @@ class _Converter:
         if isinstance(e, Alt):
             return sum(self.count(x) for x in e.options)
         if isinstance(e, Repeat):
-            c = self.count(e.item)
-            if e.max is None:
-                return 2 if e.min == 0 else min(c ** min(e.min, self.MAX_INLINE_REPEAT), 1 << 20)
-            return min(c ** min(max(e.min, 1), 64) * (e.max - e.min + 1), 1 << 20)
+            return self._repeat_plan(e)[2]
         if isinstance(e, CharClass):
             n = len(self.atoms_of_set[tuple(e.intervals())])
             return n if n <= self.MAX_EXPANSIONS else 1
         return 1
+
+    def _repeat_plan(self, e: Repeat) -> tuple[bool, int, int]:
+        """``(inline, c, n)`` for ``e``: whether its copies are written inline (else as helper
+        chains, see :meth:`emit`), the count of one copy as written (1 when the item is hoisted into
+        a helper rule), and the number of alternatives Lark's expansion of what is written makes."""
+        big, cap = self.MAX_INLINE_REPEAT, 1 << 40
+        c = 1 if self._is_atomic(e.item) else self.count(e.item)
+        if c > self.MAX_EXPANSIONS:
+            c = 1
+        lo, hi = e.min, e.max
+        if lo > big:
+            return False, c, 1
+        if hi is None:  # x{lo-1} x+ (x+ and x* are rules of Lark's own)
+            n = 2 if lo == 0 else min(c ** (lo - 1), cap)
+        else:  # x{lo} (x (x ...)?)?  inline, or an opt_k helper chain past MAX_INLINE_REPEAT
+            opt = sum(min(c ** k, cap) for k in range(hi - lo + 1)) if hi - lo <= big else 1
+            n = min(c ** lo * opt, cap)
+        if n > self.MAX_REPEAT_EXPANSIONS:
+            return False, c, 2 if (lo == 0 and hi is None) else 1
+        return True, c, n
 
     def helper(self, prefix: str, body: str) -> str:
         if body in self.helper_by_body:
@@ -610,11 +627,9 @@ class _Converter:
                 return ""
             lo, hi = e.min, e.max
             big = self.MAX_INLINE_REPEAT
-            c = 1 if self._is_atomic(e.item) else self.count(e.item)
-            if c > 1 or not self._is_atomic(e.item):
-                inner = f"({inner})" if c <= self.MAX_EXPANSIONS else self.hoist(e.item)
-            copies = min(lo, big) + (min(hi - lo, big) if hi is not None else int(lo == 0))
-            inline = lo <= big and c ** min(copies, 64) <= self.MAX_REPEAT_EXPANSIONS
+            inline = self._repeat_plan(e)[0]
+            if not self._is_atomic(e.item):
+                inner = f"({inner})" if self.count(e.item) <= self.MAX_EXPANSIONS else self.hoist(e.item)
             # the optional copies after the mandatory ones: up to k more as a chain of helper rules
             # opt_k: (x opt_{k-1})?  (linear size; nested inline, Lark expands k alternatives of up
             # to k symbols each, times the item's count per level); unbounded: Lark's x*

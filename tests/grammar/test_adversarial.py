@@ -58,6 +58,7 @@ def test_gbnf_large_repetitions_load_fast_and_exactly() -> None:
     ('root ::= ("x" [0-9a-f]{2}){3,12} ";"', r"(?:x[0-9a-f]{2}){3,12};"),
     ('root ::= [ab]{10} | "aaa"', r"[ab]{10}|aaa"),                     # x{2^i} helpers: a conflict
     ('root ::= [ab]{9} | "abab"', r"[ab]{9}|abab"),
+    ('root ::= ("x" [0-9a-f]{1,3}){2,3} ";" | "xdeadz;"', r"(?:x[0-9a-f]{1,3}){2,3};|xdeadz;"),  # counted 399
 ])
 def test_gbnf_repetitions_that_multiply_or_share_a_prefix_load_exactly(gbnf: str, regex: str) -> None:
     """Copies of a group written inline multiply Lark's expansion (session 27's adversarial run: a
@@ -71,8 +72,20 @@ def test_gbnf_repetitions_that_multiply_or_share_a_prefix_load_exactly(gbnf: str
              "x0a" * 12 + ";", "x0a" * 13 + ";", "a" * 10, "ab" * 5, "a" * 9}
     texts |= {"".join(rng.choice("ab") for _ in range(rng.randint(6, 40))) for _ in range(60)}
     texts |= {"".join(rng.choice("0123456789abcdefz") for _ in range(rng.randint(7, 9))) for _ in range(60)}
+    texts |= {"x" + "".join(rng.choice("0adefxz;") for _ in range(rng.randint(2, 12))) for _ in range(120)}
     for t in sorted(texts):
         assert g.parses(t) == (re.fullmatch(regex, t) is not None), (gbnf, t)
+
+
+def test_gbnf_nested_repetition_is_refused_not_expanded_for_minutes() -> None:
+    """A bounded repetition of a bounded repetition was counted as c * (copies) instead of the sum of
+    c^k, so it was written inline: a one-line grammar from session 27's adversarial run ran for
+    minutes in Lark's expansion.  Now its inner repeat is a helper rule (this grammar is then not
+    LALR(1), refused; no wall-clock bound here, a hang is caught by the suite's own limit)."""
+    text = ('root ::= "x中" [ -}.] | (r0{2,}  "-"*  ([\'-|]{1,3}){2}) [\\x00)-😀b-\\u00e9]{2} [\\na] | '
+            '"😀"{0}  ("^"* " "* | r0  [c/]? | "ÿ"*)+\nr0 ::= "x^" [^\'-\\\\a\\]] ("😀*("){1,3}\n')
+    with pytest.raises(GrammarConflictError):
+        Grammar.from_string(text, kind="ebnf")
 
 
 def test_gbnf_conflict_in_a_helper_rule_names_the_gbnf_rule_and_its_line() -> None:
