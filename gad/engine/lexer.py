@@ -735,7 +735,7 @@ class LexerDFA:
             # (the keys of an object: one set of them per key prefix otherwise)
             main = tuple(st if st >= 0 and t.nonascii_live(st) else -1 for t, st in zip(self.terms, main))
             if self.explicit_nonascii and self._explicit_prefix((main, best, guard, pend), bytes([b])):
-                return (main, best, guard, (bytes([b]),))
+                return (main, best, guard, (self._pending(main, guard, bytes([b])),))
             return (main, best, guard, (n, lo, hi))
         if isinstance(pend[0], bytes):  # the bytes so far of a character some automaton names
             buf = pend[0] + bytes([b])
@@ -748,7 +748,7 @@ class LexerDFA:
             if not self._pending_live(main, buf):
                 return None
             if self._explicit_prefix(key, buf):
-                return (main, best, guard, (buf,))
+                return (main, best, guard, (self._pending(main, guard, buf),))
             return (main, best, guard, (n - pos, 0x80, 0xBF))  # now only "any other character"
         n, lo, hi = pend
         if not lo <= b <= hi:
@@ -756,6 +756,61 @@ class LexerDFA:
         if n == 1:
             return self._step_char(key, anything_else)
         return (main, best, guard, (n - 1, 0x80, 0xBF))
+
+    def _last_byte_classes(self, key: tuple) -> list[int]:
+        """Bit sets of the continuation bytes after ``key``'s pending bytes that step alike: one per
+        byte, except where the byte completes the character, where bytes group by the alphabet class
+        of their character in every live automaton (:meth:`_step_char` reads a character through its
+        classes only).  Bytes outside the valid UTF-8 range are left out (dead)."""
+        main, _, guard, pend = key
+        buf = pend[0]
+        n, lo, hi = _LEAD[buf[0]]
+        if len(buf) == n:
+            return self._final_byte_sigs(main, guard, buf)[1]
+        if len(buf) > 1:
+            lo, hi = 0x80, 0xBF
+        # not yet the last byte: a byte after which the bytes so far start a character some live
+        # automaton names steps on its own; every other one reaches the same "any other character"
+        # state (or none), whatever the byte
+        out, rest = [], 0
+        for b in range(lo, hi + 1):
+            if self._explicit_prefix(key, buf + bytes((b,))):
+                out.append(1 << b)
+            else:
+                rest |= 1 << b
+        return out + ([rest] if rest else [])
+
+    def _final_byte_sigs(self, main: tuple[int, ...], guard: frozenset, buf: bytes) -> tuple[tuple, list[int]]:
+        """For ``buf``, all of a character's bytes but its last: the alphabet classes, in every
+        automaton alive in ``main`` and ``guard``, of the characters ``buf + b`` for b = 0x80..0xBF
+        (the last byte's range, whatever the lead), and the bit sets of the bytes alike under them."""
+        live = (buf, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
+        memo = self.__dict__.setdefault("_fbs_memo", {})
+        r = memo.get(live)
+        if r is None:
+            alphabets = [self.terms[j].fsm.alphabet for j in live[1]]
+            alphabets += [self._guard_term(name).fsm.alphabet for name in live[2]]
+            sigs = []
+            groups: dict[tuple, int] = {}
+            for b in range(0x80, 0xC0):
+                ch = (buf + bytes((b,))).decode("utf-8")
+                sig = tuple(a[ch] for a in alphabets)
+                sigs.append(sig)
+                groups[sig] = groups.get(sig, 0) | 1 << b
+            r = memo[live] = (tuple(sigs), list(groups.values()))
+        return r
+
+    def _pending(self, main: tuple[int, ...], guard: frozenset, buf: bytes) -> bytes:
+        """The pending bytes a state keeps for ``buf``: where the next byte ends the character, the
+        first ``buf`` seen with the same classes for every last byte (:meth:`_final_byte_sigs`), so
+        that leads which read alike share one state ([\\u0080-\\u07ff] inside a larger pattern:
+        30 states per lexer state, one per lead byte, and a first mask of minutes); else ``buf``."""
+        if len(buf) < _LEAD[buf[0]][0]:
+            return buf
+        sigs = self._final_byte_sigs(main, guard, buf)[0]
+        canon = self.__dict__.setdefault("_canon_pending", {})
+        live = (sigs, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
+        return canon.setdefault(live, buf)
 
     def _explicit_prefix(self, key: tuple, buf: bytes) -> bool:
         """Does an automaton alive in state ``key`` (a live terminal or a guard's) name a non-ASCII
@@ -1517,10 +1572,13 @@ class LexerDFA:
                 else:
                     rows[i] = tuple(row) + _DEAD_HIGH
             elif isinstance(pend[0], bytes):
-                # inside a character some automaton names: each continuation byte on its own, the rest dead
+                # inside a character some automaton names: each continuation byte on its own, the rest
+                # dead; where the byte ends the character, bytes whose characters every live automaton
+                # reads alike (one alphabet class each) step once ([\u0080-\u07ff] names 1,920
+                # characters of one class: stepped one by one, a first mask took 90 s)
                 row = [DEAD] * 0x100
-                for b in range(0x80, 0xC0):
-                    self._move(key, b, 1 << b, row, at, dst)
+                for m in self._last_byte_classes(key):
+                    self._move(key, (m & -m).bit_length() - 1, m, row, at, dst)
                 rows[i] = tuple(row)
             else:
                 # inside a character no automaton names: every byte of the allowed range steps alike
