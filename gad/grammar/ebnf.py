@@ -580,7 +580,9 @@ class _Converter:
         else:  # x{lo} (x (x ...)?)?  inline, or an opt_k helper chain past MAX_INLINE_REPEAT
             opt = sum(min(c ** k, cap) for k in range(hi - lo + 1)) if hi - lo <= big else 1
             n = min(c ** lo * opt, cap)
-        if n > self.MAX_REPEAT_EXPANSIONS:
+        # copies naming rules expand by the rules' own alternatives in Lark's LR(0) item sets: 775
+        # inline alternatives of ((root r1) | [...]){2,4} took Lark's LALR analysis minutes
+        if n > (self.MAX_EXPANSIONS if _names_rule(e.item) else self.MAX_REPEAT_EXPANSIONS):
             return False, c, 2 if (lo == 0 and hi is None) else 1
         return True, c, n
 
@@ -706,6 +708,19 @@ class _Converter:
             body.append(f"{self.term(k)}: /{_atom_regex(iv)}/")
             self.g.atom_names[self.term(k)] = f"{self.term(k)} /{_atom_regex(iv)}/"
         return "\n".join(body) + "\n"
+
+
+def _names_rule(e: Expr) -> bool:
+    """Does ``e`` refer to a rule (anywhere inside)?"""
+    if isinstance(e, Ref):
+        return True
+    if isinstance(e, Seq):
+        return any(_names_rule(x) for x in e.items)
+    if isinstance(e, Alt):
+        return any(_names_rule(x) for x in e.options)
+    if isinstance(e, Repeat):
+        return _names_rule(e.item)
+    return False
 
 
 def to_lark(g: EbnfGrammar) -> str:

@@ -487,9 +487,15 @@ class Grammar:
                 rules = _dedupe(self._user_name(n) for n in re.findall(r"<(\S+) :", msg))
                 # Lark lists the rules from a set: order them by definition for stable messages
                 rules.sort(key=lambda n: (self._err_pos(n, source_text, positions).get("line") or 1 << 30, n))
+                # the first collision as Lark words it (terminals named as the user knows them),
+                # then a count of the rest: Lark lists every one, 174,000 characters for a small GBNF
+                blocks = [b for b in re.split(r"\n\s*\n", msg.strip()) if "Reduce/Reduce collision" in b]
+                first = re.sub(r"Terminal\('([^']+)'\)", lambda m: f"terminal {self._user_name(m.group(1))}",
+                               blocks[0] if blocks else msg)
+                more = f"\n({len(blocks) - 1} more reduce/reduce collisions)" if len(blocks) > 1 else ""
                 raise GrammarConflictError(
-                    f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{msg}"
-                    f"{self._helper_note(re.findall(r'[<(]?(_[a-z]+_[0-9]+|C_[0-9]+)', msg))}", rules=rules,
+                    f"LALR(1) reduce/reduce conflict between rules {', '.join(rules)}:\n{first}{more}"
+                    f"{self._helper_note(re.findall(r'_[a-z]+_[0-9]+', msg))}", rules=rules,
                     **self._err_pos(rules[0], source_text, positions)) from None
             raise self._other_lark_error(msg, source_text) from None
         except LexError as e:
