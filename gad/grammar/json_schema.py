@@ -186,6 +186,7 @@ from gad.grammar.regex_ast import (
     distribute_branch,
     has_anchor,
     lark_regexp,
+    len_of,
     nullable,
     plain_group,
     splice_groups,
@@ -245,7 +246,9 @@ def _unit_set(ranges: list[tuple[int, int]]) -> str | None:
     if raw:
         size = sum(hi - lo + 1 for lo, hi in raw)
         comp = _complement(raw)
-        if size > 4096:  # big sets as negated classes (interegular stores classes as char sets)
+        # the smaller side written: interegular stores a class, negated or not, as the set of the
+        # characters it lists ([\u4e00-\u9fa5] as a negated class listed 1.09 million: 73 s)
+        if size > len_of(comp):
             alts.append("[^" + _ranges_text(comp) + "]")
         else:
             alts.append("[" + _ranges_text(raw) + "]")

@@ -28,6 +28,7 @@ from gad.grammar.regex_ast import (
     RegexUnsupported,
     complement,
     lark_regexp,
+    len_of,
     non_empty,
     norm,
     nullable,
@@ -51,8 +52,10 @@ for _k in list(_ASCII_CATS):
 
 def _cls(ranges: Ranges) -> str:
     ranges = norm(ranges)
-    if sum(hi - lo + 1 for lo, hi in ranges) > 4096:
-        comp = complement(ranges)
+    comp = complement(ranges)
+    # the smaller side written: interegular stores a class, negated or not, as the set of the
+    # characters it lists ([\u0800-\uffff] as a negated class listed 1.05 million: 20 s)
+    if len_of(ranges) > len_of(comp):
         return "[^" + ranges_text(comp) + "]" if comp else "(?:[\\x00-\\x7f]|[^\\x00-\\x7f])"
     return "[" + ranges_text(ranges) + "]"
 

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
 
 __all__ = ["Ranges", "Dialect", "RegexUnsupported", "parse", "translate", "norm", "complement", "intersect",
-           "contains", "ranges_text", "rx_lit", "nullable", "strip_anchors", "MAX_CP"]
+           "contains", "len_of", "ranges_text", "rx_lit", "nullable", "strip_anchors", "MAX_CP"]
 
 MAX_CP = 0x10FFFF
 Ranges = list[tuple[int, int]]
@@ -72,6 +72,11 @@ def intersect(a: Ranges, b: Ranges) -> Ranges:
             if lo <= hi:
                 out.append((lo, hi))
     return norm(out)
+
+
+def len_of(ranges: Ranges) -> int:
+    """The number of code points in ``ranges``."""
+    return sum(hi - lo + 1 for lo, hi in ranges)
 
 
 def contains(ranges: Ranges, o: int) -> bool:

@@ -49,14 +49,14 @@ def test_regex_with_a_backslash_before_a_quote_agrees_with_fullmatch(pattern):
 
 @pytest.mark.parametrize("pattern", [r"[\U00010000-\U0010ffff]", r"[\U00010000-\U0001ffff]+", r"[^\x00-\uffff]",
                                      r"[\ue000-\U0010ffff]", r"[^a-z\ue000-\U0010ffff]", r"[^\x00-\ud7ff]x?",
-                                     r"a[\U0001F600-\U0001F64F]{1,2}b"])
+                                     r"a[\U0001F600-\U0001F64F]{1,2}b", r"[\u0800-\uffff]{2}", r"[\u4e00-\u9fa5]+é?"])
 def test_classes_over_the_bmp_and_next_to_the_surrogates_agree_with_fullmatch(pattern):
     """A class past U+FFFF is written as the complement of a BMP range, whose alphabet names the
     surrogates: the lexer encoded them to UTF-8 (UnicodeEncodeError from the first mask); one ending
     at or starting after the surrogates was written with a raw surrogate (a GrammarError from Lark).
     Session 27's adversarial run."""
     for t in ["😀", "😀😀", "\U00020000", "\U0010ffff", "\ue000", "\ud7ff", "\ud7ffx", "\uffff", "é", "a", "A",
-              "a😀b", "a😀😀b", "a😀😀😀b", "\U0001F64Fb", ""]:
+              "a😀b", "a😀😀b", "a😀😀😀b", "\U0001F64Fb", "", "中文", "中", "中é", "\u0800\uffff", "\u07ff\u0800"]:
         assert accepts(pattern, t) is (re.fullmatch(pattern, t) is not None), (pattern, t)
     m = _COMPILED[pattern].matcher()
     assert m.mask_view()[:256].any()

@@ -178,3 +178,17 @@ def test_deep_unions_are_not_called_reference_cycles() -> None:
         gad.Grammar.from_json_schema(_nested("allOf", 64))
     assert "levels deep (gad's limit)" in ei.value.reason
     gad.Grammar.from_json_schema(_nested("allOf", 63))
+
+
+@pytest.mark.parametrize("pattern", ["^[\u4e00-\u9fa5]+$", "^[\u0800-\uffff]{2}$", "^[\u0400-\u04ff\u4e00-\u9fff]{1,3}x"])
+def test_a_mid_sized_class_is_written_as_listed_and_agrees(pattern: str) -> None:
+    """A class of more than 4,096 characters was written negated, over its complement of ~1.1 million,
+    which interegular lists character by character: ``^[\u4e00-\u9fa5]+$`` (a Chinese name, common in
+    real schemas) took 73 s to translate (session 28).  The smaller side is written now."""
+    from gad.grammar import Grammar
+
+    g = Grammar.from_json_schema({"type": "string", "pattern": pattern})
+    assert "[^" not in g.lark_text.replace('[^\\x00-\\x1f"\\\\]', "")  # (any unit after a search's match)
+    agree({"type": "string", "pattern": pattern},
+          ['"\u4e2d\u6587"', '"\u4e2d"', '"a"', '""', '"\u0800\uffff"', '"\u0800"', '"\u0410x"',
+           '"\u0410\u4e2dx"', '"\u4e2dxx"', '"\u00e9x"', '"\u9fa5\u9fa6"', '"\u4e00\u9fa5"'])
