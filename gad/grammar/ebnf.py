@@ -485,7 +485,7 @@ def _lark_name(name: str, taken: set[str]) -> str:
 class _Converter:
     MAX_EXPANSIONS = 64  # hoist groups into helper rules when Lark's inline expansion would exceed this
     MAX_INLINE_REPEAT = 8  # larger x{m,n} counts are written with helper rules (see emit)
-    MAX_REPEAT_EXPANSIONS = 4096  # copies of a group that would expand to more are written as a chain
+    MAX_REPEAT_EXPANSIONS = 256  # copies of a group that would expand to more are written as a chain
     MAX_CHAIN_REPEAT = 512  # x{m} with m above this: O(log m) helper rules instead of a chain of m
 
     def __init__(self, g: EbnfGrammar) -> None:

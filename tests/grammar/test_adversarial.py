@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import pickle
 import random
 import re
@@ -87,6 +88,15 @@ def test_gbnf_nested_repetition_is_refused_not_expanded_for_minutes() -> None:
             '"😀"{0}  ("^"* " "* | r0  [c/]? | "ÿ"*)+\nr0 ::= "x^" [^\'-\\\\a\\]] ("😀*("){1,3}\n')
     with pytest.raises(GrammarConflictError):
         Grammar.from_string(text, kind="ebnf")
+    # 216 + 4,096 inline alternatives of two {4,} classes beside a nullable r2*: 17 s in Lark's LALR
+    # lookaheads (session 28); inline only up to 256 alternatives now
+    text2 = json.loads(  # (the fuzzer's text, astral characters and all)
+        '"root ::= [~-\\u0088\\udbff\\udfff] ((\\"a0\\" | . | [\\\\x61-\\ud800\\udc61a1-\\\\u00b1]) (r2 r2) .{1,3})\\n'
+        'r1 ::= (([\\\\U00010001-\\\\U00010002] | root | [^\\\\u05ce\\\\U00010000-\\ud800\\udc01]) | r2* | root) '
+        '\\"\\uc5f0\\\\U00001000\\\\u07ff\\"{3,3}\\nr2 ::= ([\\ue000-\\\\U0001e000~u]{4,} | \\"0\\"?) | '
+        '(\\"\\\\u0081\\" | [^\\u0472-\\\\U00000c72\\ud99d\\udfd1]{4,} | [yy])\\n"')
+    with pytest.raises(GrammarConflictError):
+        Grammar.from_string(text2, kind="ebnf")
 
 
 def test_gbnf_repetition_of_a_recursive_group_is_a_chain_and_exact() -> None:
