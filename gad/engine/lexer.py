@@ -786,16 +786,27 @@ class LexerDFA:
             return self._final_byte_sigs(main, guard, buf)[1]
         if len(buf) > 1:
             lo, hi = 0x80, 0xBF
-        # not yet the last byte: a byte after which the bytes so far start a character some live
-        # automaton names steps on its own; every other one reaches the same "any other character"
-        # state (or none), whatever the byte
-        out, rest = [], 0
-        for b in range(lo, hi + 1):
-            if self._explicit_prefix(key, buf + bytes((b,))):
-                out.append(1 << b)
-            else:
-                rest |= 1 << b
-        return out + ([rest] if rest else [])
+        # not yet the last byte: a byte after which the bytes so far start no character a live
+        # automaton names reaches the same "any other character" state (or none), whatever the
+        # byte; one that leaves the last byte to read steps as its pending state's stand-in
+        # (:meth:`_pending`: equal classes for every last byte, so equal liveness too); the
+        # others step on their own
+        live = (buf, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
+        memo = self.__dict__.setdefault("_mid_memo", {})
+        r = memo.get(live)
+        if r is None:
+            groups: dict[object, int] = {}
+            for b in range(lo, hi + 1):
+                nb = buf + bytes((b,))
+                if not self._explicit_prefix(key, nb):
+                    g: object = None
+                elif len(nb) == n:
+                    g = self._pending(main, guard, nb)
+                else:
+                    g = b
+                groups[g] = groups.get(g, 0) | 1 << b
+            r = memo[live] = list(groups.values())
+        return r
 
     def _final_byte_sigs(self, main: tuple[int, ...], guard: frozenset, buf: bytes) -> tuple[tuple, list[int]]:
         """For ``buf``, all of a character's bytes but its last: the alphabet classes, in every
