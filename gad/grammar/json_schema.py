@@ -184,6 +184,7 @@ from gad.grammar.regex_ast import (
     RegexUnsupported,
     branches,
     distribute_branch,
+    end_split,
     has_anchor,
     lark_regexp,
     len_of,
@@ -341,7 +342,8 @@ def pattern_regex(pattern: str) -> str:
 
     Raises:
         RegexUnsupported: a construct without an exact automaton (lookaround, back-reference,
-            inline flags, anchors other than a leading ``^`` / trailing ``$``), or not a regex.
+            inline flags, ``\\b`` / ``\\B``, a ``^`` not at the start), or not a regex.  A ``$`` anywhere is
+            ECMA-262's end of input (:func:`gad.grammar.regex_ast.end_split`).
     """
     return _top(_parse_regex(pattern))
 
@@ -358,6 +360,12 @@ def _top(items: list) -> str:
         return _top(inner)
     items, start, end = strip_anchors(items)
     any_star = f"{UNIT}*"
+    if has_anchor(items):  # a "$" inside ("(,|$)"): the matches that pass it end the input
+        n, e = end_split(items, _ECMA)
+        ends = ([n + ("" if end else any_star)] if n is not None else []) + ([e] if e is not None else [])
+        if not ends:  # (as an empty class is: refused at the keyword)
+            raise RegexUnsupported("a $ inside the pattern leaves it no string to match")
+        return ("" if start else any_star) + "(?:" + "|".join(ends) + ")"
     if not (start and end) and nullable(items):  # a search that finds "" somewhere: every string
         translate(items, _ECMA)  # (still refuse what has no automaton)
         return any_star

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
 
 __all__ = ["Ranges", "Dialect", "RegexUnsupported", "parse", "translate", "norm", "complement", "intersect",
-           "contains", "len_of", "ranges_text", "rx_lit", "nullable", "strip_anchors", "MAX_CP"]
+           "contains", "end_split", "len_of", "ranges_text", "rx_lit", "nullable", "strip_anchors", "MAX_CP"]
 
 MAX_CP = 0x10FFFF
 Ranges = list[tuple[int, int]]
@@ -235,6 +235,8 @@ def has_anchor(items: list) -> bool:
             return True
         if op is _sc.SUBPATTERN and has_anchor(list(av[3])):
             return True
+        if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT) and has_anchor(list(av[2])):
+            return True
     return False
 
 
@@ -345,6 +347,73 @@ def _item(op: Any, av: Any, d: Dialect) -> str:
         raise RegexUnsupported(f"the anchor {av} inside the pattern (only a leading ^ and a trailing $)")
     raise RegexUnsupported(f"{name} (lookarounds, back-references, conditionals, possessive repeats) "
                            "has no exact automaton")
+
+
+# ---------------------------------------------------------------------- "$" inside a pattern
+def _alt(xs: list[str | None]) -> str | None:
+    ys = [x for x in xs if x is not None]
+    if not ys:
+        return None
+    return ys[0] if len(ys) == 1 else "(?:" + "|".join(ys) + ")"
+
+
+def end_split(items: list, d: Dialect) -> tuple[str | None, str | None]:
+    """``(N, E)`` for a sequence whose anchors are all ``$`` (end of input, ECMA-262 without the
+    multiline flag), possibly inside groups, alternations and repeats: N is the regex of the
+    strings it matches without passing a ``$``, E of those it matches passing one at its end (what
+    follows in the pattern then matches ""); None for no string.  A full match of the pattern is
+    then ``N | E``, and a match that must end at the end of the input ``N | E`` as well.
+
+    Raises:
+        RegexUnsupported: another anchor, or a construct :func:`translate` refuses.
+    """
+    n: str | None = ""
+    e_alts: list[str | None] = []
+    for i, (op, av) in enumerate(items):
+        ni, ei = _end_split_item(op, av, d)
+        if ei is not None and n is not None and nullable(items[i + 1:]):
+            e_alts.append(n + ei)
+        n = None if (n is None or ni is None) else n + ni
+    return n, _alt(e_alts)
+
+
+def _end_split_item(op: Any, av: Any, d: Dialect) -> tuple[str | None, str | None]:
+    name = str(op)
+    if name == "AT":
+        if str(av) in ("AT_END", "AT_END_STRING"):
+            return None, ""
+        raise RegexUnsupported(f"the anchor {av} inside the pattern (only a leading ^; $ anywhere)")
+    if not has_anchor([(op, av)]) and name not in ("MAX_REPEAT", "MIN_REPEAT"):
+        return _item(op, av, d), None
+    if name == "SUBPATTERN":
+        if av[1] or av[2]:
+            raise RegexUnsupported("inline flags in a group are not supported")
+        n, e = end_split(list(av[3]), d)
+        return (None if n is None else f"(?:{n})"), (None if e is None else f"(?:{e})")
+    if name == "BRANCH":
+        parts = [end_split(list(b), d) for b in av[1]]
+        return _alt([p[0] for p in parts]), _alt([p[1] for p in parts])
+    if name in ("MAX_REPEAT", "MIN_REPEAT"):
+        lo, hi, sub = av
+        ns, es = end_split(list(sub), d)
+        unbounded = hi is _sc.MAXREPEAT or hi == _sc.MAXREPEAT
+        if ns is None:
+            n = "" if lo == 0 else None
+        else:
+            n = f"(?:{ns}){_quant(lo, hi)}" if ns else ""
+        if es is None or hi == 0:
+            return n, None
+        # the k-th copy passes the $, the k - 1 before it do not, the ones after it match ""
+        first = 0 if nullable(list(sub)) else max(lo - 1, 0)
+        if ns is None or ns == "":
+            e = es if first == 0 else None
+        else:
+            last = _sc.MAXREPEAT if unbounded else hi - 1
+            e = f"(?:{ns}){_quant(first, last)}{es}" if (unbounded or last > 0) else es
+            if not unbounded and last < first:
+                e = None
+        return n, e
+    return _item(op, av, d), None
 
 
 # ---------------------------------------------------------------------- the empty string

@@ -3,12 +3,15 @@ wrong answer or a raw traceback; now gad agrees with ``jsonschema`` or refuses a
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import warnings
 
 import pytest
 
 from gad.errors import UnsupportedSchemaError
+from gad.grammar import Grammar
 from gad.testing.schemas import SchemaChecker, schema_oracle
 
 D7 = "http://json-schema.org/draft-07/schema#"
@@ -185,10 +188,29 @@ def test_a_mid_sized_class_is_written_as_listed_and_agrees(pattern: str) -> None
     """A class of more than 4,096 characters was written negated, over its complement of ~1.1 million,
     which interegular lists character by character: ``^[\u4e00-\u9fa5]+$`` (a Chinese name, common in
     real schemas) took 73 s to translate (session 28).  The smaller side is written now."""
-    from gad.grammar import Grammar
-
     g = Grammar.from_json_schema({"type": "string", "pattern": pattern})
     assert "[^" not in g.lark_text.replace('[^\\x00-\\x1f"\\\\]', "")  # (any unit after a search's match)
     agree({"type": "string", "pattern": pattern},
           ['"\u4e2d\u6587"', '"\u4e2d"', '"a"', '""', '"\u0800\uffff"', '"\u0800"', '"\u0410x"',
            '"\u0410\u4e2dx"', '"\u4e2dxx"', '"\u00e9x"', '"\u9fa5\u9fa6"', '"\u4e00\u9fa5"'])
+
+
+@pytest.mark.parametrize("pattern", [
+    "^([^,]+(,|$)){3,}$",                              # MaskBench (JsonSchemaStore catalogue-entry): refused before
+    "^(\\/?((\\.{2})|([a-z0-9\\-]*))($|\\/))*$",        # MaskBench (Github_hard o65011)
+    "^$[a-zA-Z0-9$_]*$",                               # MaskBench (Github_medium o12562): only ""
+    "a$|b", "(x|$)+y", "c(a$)?", "(ab|$){2,3}", "^(a$|b){0,2}", "x(,|$)", "(a$)*b?",
+])
+def test_a_dollar_inside_a_pattern_ends_the_input(pattern: str) -> None:
+    """ECMA-262 ``$`` (no multiline flag) anywhere in a pattern: the matches that pass it end at the
+    end of the input (``regex_ast.end_split``); it was refused (3 MaskBench files)."""
+    rng = random.Random(3)
+    texts = {"".join(t) for n in range(4) for t in itertools.product("ab,x/.y", repeat=n)}
+    texts |= {"".join(rng.choice("abcxy,/.A-$") for _ in range(rng.randint(4, 12))) for _ in range(300)}
+    agree({"type": "string", "pattern": pattern}, [json.dumps(t) for t in sorted(texts)])
+
+
+def test_a_dollar_that_leaves_no_match_is_refused_at_its_keyword() -> None:
+    with pytest.raises(UnsupportedSchemaError) as ei:
+        Grammar.from_json_schema({"type": "string", "pattern": "(x$){2}"})
+    assert ei.value.keyword == "pattern"
