@@ -201,6 +201,7 @@ from gad.grammar.regex_ast import norm as _norm
 from gad.grammar.regex_ast import parse as _parse_regex
 from gad.grammar.regex_ast import ranges_text as _ranges_text
 from gad.grammar.regex_ast import rx_lit as _rx_lit
+from gad.grammar.regex_ast import rx_or as _rx_or
 from gad.grammar.schema_meta import check_schema
 
 __all__ = ["SchemaGrammar", "Dropped", "convert", "load_schema", "FORMATS", "format_checker", "pattern_regex"]
@@ -595,13 +596,6 @@ def _split_dec(b: Decimal) -> tuple[int, str]:
     frac = b - i
     digits = "" if frac == 0 else format(frac, "f").split(".")[1].rstrip("0")
     return i, digits
-
-
-def _rx_or(alts: Sequence[str | None]) -> str | None:
-    got = [a for a in alts if a is not None]
-    if not got:
-        return None
-    return got[0] if len(got) == 1 else "(?:" + "|".join(got) + ")"
 
 
 def _nonneg_ge(b: Decimal, strict: bool) -> str | None:

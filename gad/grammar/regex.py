@@ -86,15 +86,13 @@ def regex_lark(pattern: str) -> str:
                                  path="<regex>") from None
     try:
         items, _start, _end = strip_anchors(parse(pattern))
-        # an anchor left inside (``\bx*``, ``$x*``) raises here: on the nullable path below
-        # non_empty would read it as the empty string and change the language
-        body = translate(items, _RAW)
         if nullable(items):
-            ne = non_empty(items, _RAW)
-            if ne is None:
+            body = non_empty(items, _RAW)
+            if body is None:
                 raise UnsupportedGrammarError(f"regex {pattern!r} matches only the empty string", path="<regex>")
-            body, start = ne, "start: REGEX\n    |"
+            start = "start: REGEX\n    |"
         else:
+            body = translate(items, _RAW)
             start = "start: REGEX"
     except RegexUnsupported as e:
         raise UnsupportedGrammarError(f"regex {pattern!r:.200}: {e}", path="<regex>") from None

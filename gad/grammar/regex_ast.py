@@ -18,7 +18,7 @@ Character sets are lists of inclusive code-point ranges ``[(lo, hi), ...]``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sp  # type: ignore[no-redef, unused-ignore]
 
 __all__ = ["Ranges", "Dialect", "RegexUnsupported", "parse", "translate", "norm", "complement", "intersect",
-           "contains", "end_split", "len_of", "ranges_text", "rx_lit", "nullable", "strip_anchors", "MAX_CP"]
+           "contains", "end_split", "len_of", "ranges_text", "rx_lit", "rx_or", "nullable", "strip_anchors", "MAX_CP"]
 
 MAX_CP = 0x10FFFF
 Ranges = list[tuple[int, int]]
@@ -350,11 +350,12 @@ def _item(op: Any, av: Any, d: Dialect) -> str:
 
 
 # ---------------------------------------------------------------------- "$" inside a pattern
-def _alt(xs: list[str | None]) -> str | None:
-    ys = [x for x in xs if x is not None]
-    if not ys:
+def rx_or(alts: Sequence[str | None]) -> str | None:
+    """Regex text of the alternation of the ``alts`` that are not None (None when none is)."""
+    got = [a for a in alts if a is not None]
+    if not got:
         return None
-    return ys[0] if len(ys) == 1 else "(?:" + "|".join(ys) + ")"
+    return got[0] if len(got) == 1 else "(?:" + "|".join(got) + ")"
 
 
 def end_split(items: list, d: Dialect) -> tuple[str | None, str | None]:
@@ -374,7 +375,7 @@ def end_split(items: list, d: Dialect) -> tuple[str | None, str | None]:
         if ei is not None and n is not None and nullable(items[i + 1:]):
             e_alts.append(n + ei)
         n = None if (n is None or ni is None) else n + ni
-    return n, _alt(e_alts)
+    return n, rx_or(e_alts)
 
 
 def _end_split_item(op: Any, av: Any, d: Dialect) -> tuple[str | None, str | None]:
@@ -383,7 +384,7 @@ def _end_split_item(op: Any, av: Any, d: Dialect) -> tuple[str | None, str | Non
         if str(av) in ("AT_END", "AT_END_STRING"):
             return None, ""
         raise RegexUnsupported(f"the anchor {av} inside the pattern (only a leading ^; $ anywhere)")
-    if not has_anchor([(op, av)]) and name not in ("MAX_REPEAT", "MIN_REPEAT"):
+    if not has_anchor([(op, av)]):
         return _item(op, av, d), None
     if name == "SUBPATTERN":
         if av[1] or av[2]:
@@ -392,7 +393,7 @@ def _end_split_item(op: Any, av: Any, d: Dialect) -> tuple[str | None, str | Non
         return (None if n is None else f"(?:{n})"), (None if e is None else f"(?:{e})")
     if name == "BRANCH":
         parts = [end_split(list(b), d) for b in av[1]]
-        return _alt([p[0] for p in parts]), _alt([p[1] for p in parts])
+        return rx_or([p[0] for p in parts]), rx_or([p[1] for p in parts])
     if name in ("MAX_REPEAT", "MIN_REPEAT"):
         lo, hi, sub = av
         ns, es = end_split(list(sub), d)
@@ -405,14 +406,12 @@ def _end_split_item(op: Any, av: Any, d: Dialect) -> tuple[str | None, str | Non
             return n, None
         # the k-th copy passes the $, the k - 1 before it do not, the ones after it match ""
         first = 0 if nullable(list(sub)) else max(lo - 1, 0)
-        if ns is None or ns == "":
-            e = es if first == 0 else None
-        else:
-            last = _sc.MAXREPEAT if unbounded else hi - 1
-            e = f"(?:{ns}){_quant(first, last)}{es}" if (unbounded or last > 0) else es
-            if not unbounded and last < first:
-                e = None
-        return n, e
+        last = _sc.MAXREPEAT if unbounded else hi - 1
+        if not ns:  # (copies before the k-th match "" only, or nothing)
+            return n, es if first == 0 else None
+        if not unbounded and last < first:
+            return n, None
+        return n, (f"(?:{ns}){_quant(first, last)}{es}" if (unbounded or last > 0) else es)
     return _item(op, av, d), None
 
 
@@ -455,8 +454,8 @@ def _non_empty_item(op: Any, av: Any, d: Dialect) -> str | None:
     if not _nullable_item(op, av):
         return _item(op, av, d)
     name = str(op)
-    if name == "AT":
-        return None
+    if name == "AT":  # (refused as translate refuses it: read as "" it would change the language)
+        return _item(op, av, d)
     if name == "SUBPATTERN":
         if av[1] or av[2]:
             raise RegexUnsupported("inline flags in a group are not supported")
