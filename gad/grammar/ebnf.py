@@ -558,23 +558,23 @@ class _Converter:
         if isinstance(e, Alt):
             return sum(self.count(x) for x in e.options)
         if isinstance(e, Repeat):
-            return self._repeat_plan(e)[2]
+            return self._repeat_plan(e)[1]
         if isinstance(e, CharClass):
             n = len(self.atoms_of_set[tuple(e.intervals())])
             return n if n <= self.MAX_EXPANSIONS else 1
         return 1
 
-    def _repeat_plan(self, e: Repeat) -> tuple[bool, int, int]:
-        """``(inline, c, n)`` for ``e``: whether its copies are written inline (else as helper
-        chains, see :meth:`emit`), the count of one copy as written (1 when the item is hoisted into
-        a helper rule), and the number of alternatives Lark's expansion of what is written makes."""
+    def _repeat_plan(self, e: Repeat) -> tuple[bool, int]:
+        """``(inline, n)`` for ``e``: whether its copies are written inline (else as helper chains,
+        see :meth:`emit`), and the number of alternatives Lark's expansion of what is written makes
+        (one copy counting 1 where the item is hoisted into a helper rule)."""
         big, cap = self.MAX_INLINE_REPEAT, 1 << 40
         c = 1 if self._is_atomic(e.item) else self.count(e.item)
         if c > self.MAX_EXPANSIONS:
             c = 1
         lo, hi = e.min, e.max
         if lo > big:
-            return False, c, 1
+            return False, 1
         if hi is None:  # x{lo-1} x+ (x+ and x* are rules of Lark's own)
             n = 2 if lo == 0 else min(c ** (lo - 1), cap)
         else:  # x{lo} (x (x ...)?)?  inline, or an opt_k helper chain past MAX_INLINE_REPEAT
@@ -583,8 +583,8 @@ class _Converter:
         # copies naming rules expand by the rules' own alternatives in Lark's LR(0) item sets: 775
         # inline alternatives of ((root r1) | [...]){2,4} took Lark's LALR analysis minutes
         if n > (self.MAX_EXPANSIONS if _names_rule(e.item) else self.MAX_REPEAT_EXPANSIONS):
-            return False, c, 2 if (lo == 0 and hi is None) else 1
-        return True, c, n
+            return False, 2 if (lo == 0 and hi is None) else 1
+        return True, n
 
     def helper(self, prefix: str, body: str) -> str:
         if body in self.helper_by_body:
