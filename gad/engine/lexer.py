@@ -231,6 +231,12 @@ def _chain_vectors(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return r
 
 
+def _alive(main: tuple[int, ...], guard: frozenset) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The automata alive in a lexer state: its live terminals' indices and its guards' names
+    (what the per-character memos of :class:`LexerDFA` are keyed by, with the pending bytes)."""
+    return tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard))
+
+
 @dataclass
 class TerminalAutomaton:
     """One terminal's character automaton (interegular), trimmed to live states.
@@ -791,7 +797,7 @@ class LexerDFA:
         # byte; one that leaves the last byte to read steps as its pending state's stand-in
         # (:meth:`_pending`: equal classes for every last byte, so equal liveness too); the
         # others step on their own
-        live = (buf, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
+        live = (buf, *_alive(main, guard))
         memo = self.__dict__.setdefault("_mid_memo", {})
         r = memo.get(live)
         if r is None:
@@ -812,7 +818,7 @@ class LexerDFA:
         """For ``buf``, all of a character's bytes but its last: the alphabet classes, in every
         automaton alive in ``main`` and ``guard``, of the characters ``buf + b`` for b = 0x80..0xBF
         (the last byte's range, whatever the lead), and the bit sets of the bytes alike under them."""
-        live = (buf, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
+        live = (buf, *_alive(main, guard))
         memo = self.__dict__.setdefault("_fbs_memo", {})
         r = memo.get(live)
         if r is None:
@@ -837,8 +843,7 @@ class LexerDFA:
             return buf
         sigs = self._final_byte_sigs(main, guard, buf)[0]
         canon = self.__dict__.setdefault("_canon_pending", {})
-        live = (sigs, tuple(j for j, st in enumerate(main) if st >= 0), tuple(sorted(name for name, _ in guard)))
-        return canon.setdefault(live, buf)
+        return canon.setdefault((sigs, *_alive(main, guard)), buf)
 
     def _explicit_prefix(self, key: tuple, buf: bytes) -> bool:
         """Does an automaton alive in state ``key`` (a live terminal or a guard's) name a non-ASCII
