@@ -15,8 +15,6 @@ trie is built (process start-up, as each peer's tokenizer set-up); ``--gad-warm`
 between time to first mask and the per-mask tail (``gad.compile(..., warm=...)``).  After set-up the
 start-up heap is frozen (``gc.freeze()``, as vLLM's engine core does once started; ``--no-gc-freeze``
 leaves it): Python's full collections then scan only what the run itself allocates.
-``--reserve-heap-mib N`` also pre-faults N MiB of the C heap for the whole process, every engine
-alike (``gad.engine.heap.reserve_heap``): new memory then costs no page fault inside a mask.
 
 Every engine sees the same text per instance: ``SchemaGrammar.dumps`` (compact, properties in the
 schema's order), and its compact-whitespace JSON mode.  Compute is counted in masks as well as time.
@@ -171,9 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the per-engine summary as JSON here")
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="leave the start-up heap to Python's collector (default: gc.freeze() it after set-up)")
-    ap.add_argument("--reserve-heap-mib", type=int, default=0,
-                    help="after set-up, pre-fault this many MiB of the C heap for the whole process, every "
-                         "engine alike (gad.engine.heap.reserve_heap; glibc only) (default: 0, none)")
     ap.add_argument("--gad-warm", choices=["lazy", "automata", "all"], default="lazy",
                     help="gad.compile's warm= for the schemas: lazy (the default for schemas: None), "
                          "automata (every lexer automaton built by compile) or all (True: automata and "
@@ -204,11 +199,6 @@ def main(argv: list[str] | None = None) -> int:
                 engines.append(XGREngine(tok, n_vocab))
         except ImportError as e:
             print(f"skipping {name}: {e}", file=sys.stderr)
-    if args.reserve_heap_mib:
-        from gad.engine.heap import reserve_heap
-
-        if not reserve_heap(args.reserve_heap_mib):
-            print("--reserve-heap-mib: not glibc, no heap reserved", file=sys.stderr)
     if not args.no_gc_freeze:
         # a serving process's start-up heap (torch, transformers, the tokenizers) is frozen, as vLLM's
         # engine core does after start-up: Python's full collections then skip those ~400k objects

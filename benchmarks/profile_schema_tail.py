@@ -85,15 +85,12 @@ def maskbench_parser(doc: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MaskBench folder (default: %(default)s)")
     ap.add_argument("--step", type=int, default=8, help="every STEP-th file, sorted by name (default: %(default)s)")
-    ap.add_argument("--reserve-heap-mib", type=int, default=0,
-                    help="pre-fault this many MiB of the C heap after set-up (gad.engine.heap.reserve_heap) (default: 0)")
     return ap
 
 
-def gad_engine(data: Path, warm: str, reserve_mib: int = 0) -> tuple[Any, GadEngine] | None:
-    """``(SmolLM2 tokenizer, bench_schema.GadEngine)`` set up as ``bench_schema.py`` does (with
-    ``reserve_mib`` MiB of pre-faulted heap), or None (with a message) when the MaskBench folder
-    ``data`` is missing."""
+def gad_engine(data: Path, warm: str) -> tuple[Any, GadEngine] | None:
+    """``(SmolLM2 tokenizer, bench_schema.GadEngine)`` set up as ``bench_schema.py`` does, or None (with
+    a message) when the MaskBench folder ``data`` is missing."""
     if not data.is_dir():
         print(f"MaskBench folder not found: {data}", file=sys.stderr)
         return None
@@ -102,12 +99,7 @@ def gad_engine(data: Path, warm: str, reserve_mib: int = 0) -> tuple[Any, GadEng
     from gad.models.hf import _resolve_model_dir
 
     tok = AutoTokenizer.from_pretrained(str(_resolve_model_dir(None, None)[0]))
-    engine = GadEngine(tok, warm)
-    if reserve_mib:
-        from gad.engine.heap import reserve_heap
-
-        reserve_heap(reserve_mib)
-    return tok, engine
+    return tok, GadEngine(tok, warm)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fine", action="store_true",
                     help="split the lexer automaton builds and the root walks into their parts (see above)")
     args = ap.parse_args(argv)
-    set_up = gad_engine(args.data, args.gad_warm, args.reserve_heap_mib)
+    set_up = gad_engine(args.data, args.gad_warm)
     if set_up is None:
         return 2
     tok, engine = set_up

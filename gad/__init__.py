@@ -26,7 +26,6 @@ _LAZY = {
     "CompiledGrammar": "gad.engine.compiler",
     "Matcher": "gad.engine.matcher",
     "Vocabulary": "gad.engine.vocab",
-    "reserve_heap": "gad.engine.heap",
     "ToyLM": "gad.models.base",
     "LanguageModel": "gad.models.base",
     "load_model": "gad.models.hf",

@@ -22,9 +22,6 @@ Environment (read in the engine process):
 ``GAD_VLLM_PRELOAD``    comma-separated shipped grammar names compiled with the vocabulary at the first
                         gad request (otherwise each grammar is compiled when first used: seconds, then
                         cached on disk).
-``GAD_VLLM_RESERVE_HEAP_MIB``  pre-fault this many MiB of the engine process's C heap when the plug-in
-                        starts (:func:`gad.engine.heap.reserve_heap`, glibc only): the first masks of new
-                        grammars then pay no page faults for the memory they add; default: none.
 ``GAD_VLLM_TRACE``      append one JSON line per gad row and step (the allowed set's digest) — tests.
 ``GAD_VLLM_PROFILE``    rewrite this JSON file every 16 gad steps with :attr:`GadBatch.stats` (seconds
                         spent syncing matchers, computing masks, ASAp and filling) — benchmarks.
@@ -42,7 +39,6 @@ import torch
 from vllm.exceptions import VLLMValidationError
 from vllm.v1.sample.logits_processor.interface import BatchUpdate, LogitsProcessor
 
-from gad.engine.heap import reserve_heap_from_env
 from gad.engine.vocab import Vocabulary
 from gad.errors import GadError
 from gad.fileio import atomic_write
@@ -118,8 +114,6 @@ class GadLogitsProcessor(LogitsProcessor):
         self.inert = inst is not None and inst.vllm_config is vllm_config
         if not self.inert:
             self._live[id(vllm_config)] = weakref.ref(self)
-            if reserve_heap_from_env("GAD_VLLM_RESERVE_HEAP_MIB"):  # (a bad value stops the engine's start, named)
-                log.info("gad: reserved %s MiB of pre-faulted heap", os.environ["GAD_VLLM_RESERVE_HEAP_MIB"].strip())
 
     def is_argmax_invariant(self) -> bool:
         """False: masks change the argmax, so vLLM applies this processor before temperature scaling."""

@@ -133,8 +133,7 @@ def vllm_runs(tmp_path_factory, smollm2_dir, prompts, grammars) -> dict:
     (hide / "sitecustomize.py").write_text(_HIDE_PLUGIN)
     baseline = _run(py, {**job, "mode": "baseline"}, tmp, extra_path=[str(hide)])
     trace, tries = tmp / "trace.jsonl", tmp / "tries"
-    plugin = _run(py, {**job, "mode": "plugin"}, tmp, GAD_VLLM_TRACE=str(trace), GAD_VLLM_TRIE_DIR=str(tries),
-                  GAD_VLLM_RESERVE_HEAP_MIB="64")  # (every scenario then runs on the pre-faulted heap)
+    plugin = _run(py, {**job, "mode": "plugin"}, tmp, GAD_VLLM_TRACE=str(trace), GAD_VLLM_TRIE_DIR=str(tries))
     records = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
     by_id = {r["id"]: r for r in plugin["concurrent"]}
     return {"baseline": baseline, "plugin": plugin, "by_id": by_id, "trace": records, "tries": tries}
