@@ -838,8 +838,10 @@ class CompiledGrammar:
                             dense_any=live, n_dense=n_chain)
             return WalkNode(None, None, out, {}, base=base, over_tok=over_tok, over_state=by_code[over_codes],
                             end_states=states, n_dense=count)
-        _, code, live, count = ends  # dense: code + 1 by token id (0: no end), which tokens end, how many
-        return WalkNode(None, None, out, {}, codes=code, by_code=by_code, end_states=states, dense_any=live,
+        # dense: the stored walk's end state by token id (0: no end) and its code + 1 per such state,
+        # which tokens end, how many; the stored states are this walk's codes
+        _, src, src_code, live, count = ends
+        return WalkNode(None, None, out, {}, codes=src, by_code=by_code[src_code], end_states=states, dense_any=live,
                         n_dense=count)
 
     def _keep_term_walk(self, dfa: LexerDFA, d: int, node: WalkNode) -> None:
@@ -878,10 +880,12 @@ class CompiledGrammar:
             lut[DEAD] = 0
             ends: tuple = ("chain", chain.codes, lut[chain.by_code], chain.dense_any, chain.n_end, node.over_tok,
                            lut[node.over_state], node.n_end)
-        elif wide:  # the codes shifted by one, 0 where no token ends; the node's bool array shared
+        elif wide:  # the node's own end state per token (shared: no vocabulary-wide gather into a new
+            # array, ~0.1-1 ms with its page faults) and each state's code + 1, 0 where no token ends;
+            # the node's bool array shared too
             lut += 1
             lut[DEAD] = 0
-            ends = ("dense", lut[end_state], node.dense_any, node.n_end)
+            ends = ("dense", end_state, lut, node.dense_any, node.n_end)
         else:
             ends = ("sparse", node.end_tok, lut[end_state])
         _TERM_WALKS[self._term_key(dfa, i, local)] = (ends, keys, groups)
@@ -2454,8 +2458,9 @@ _TRIES: dict[tuple[str, tuple[int, ...]], _VocabTrie] = {}
 # whether it has matched, the partial UTF-8 character), shared by every automaton of the process:
 # (vocabulary, EOS ids, regexp, explicit non-ASCII, local state) ->
 # (ends, codes' local states, [(fork guard's states, tokens, offsets)]), the ends either sparse: (end
-# tokens, their state codes), or, for a wide walk, dense: ((vocab,) code + 1 by token, 0 where none
-# ends; (vocab,) bool the tokens that end; how many)
+# tokens, their state codes), or, for a wide walk, dense: ((vocab,) the stored walk's end state by
+# token, 0 where none ends (its own array, shared); each such state's code + 1; (vocab,) bool the tokens
+# that end; how many), or a uniform walk's chain (see _keep_term_walk)
 TERM_WALK_LIMIT = 128
 _TERM_WALKS: dict[tuple, tuple] = {}
 
