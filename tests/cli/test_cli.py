@@ -23,6 +23,8 @@ JSON_GRAMMAR = str(BUILTIN_DIR / "json.lark")
     (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--tree", "2"], "--tree"),
     (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--accept", "sometimes"], "--accept"),
     (["frobnicate"], "frobnicate"),
+    (["sample", "--grammar", JSON_GRAMMAR, "--prompt", "x", "--threads", "-1"], "--threads"),
+    (["eval", "--task", "binary/string_start_w_1_all_0", "--threads", "two"], "--threads"),
 ])
 def test_bad_arguments_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str], one_line_error) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -136,3 +138,17 @@ def test_asap_trie_file_is_created_then_grown(tmp_path: Path, capsys: pytest.Cap
     second = capsys.readouterr().err
     n2 = int(second.split(f"ASAp trie {trie}: ")[1].split(" nodes")[0])
     assert f"(was {n1})" in second and n2 >= n1 > 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_set_torch_threads_for_the_run_and_restore_them(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    import gad.cli
+
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    monkeypatch.setattr(gad.cli._COMMANDS["sample"], "run", lambda args: seen.append(torch.get_num_threads()) or 0)
+    assert main(["sample", "--grammar", "json", "--prompt", "x", "--threads", str(threads)]) == 0
+    assert main(["sample", "--grammar", "json", "--prompt", "x"]) == 0  # (0, the default: left as it is)
+    assert seen == [threads, before] and torch.get_num_threads() == before

@@ -73,3 +73,20 @@ def test_generated_json_validates(smollm2) -> None:
                 continue
             v = json.loads(s.text)
             jsonschema.Draft202012Validator(schema, format_checker=format_checker()).validate(v)
+
+
+def test_dropped_keywords_warn_in_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A keyword --lenient drops and a misspelled keyword are one ``gad sample: warning:`` line each, not
+    Python's ``file:line: Category`` with the source line under it (the command still samples)."""
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "name": {"type": "string", "maxLenght": 3}}, "required": ["name"]}))
+    rc = main(["sample", "--schema", str(schema), "--lenient", "--prompt", "x", "--model", "toy:ascii", "-n", "1",
+               "--max-new-tokens", "2", "--no-progress"])
+    assert rc == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    warned = [line for line in err if line.startswith("gad sample: warning: ")]
+    assert any("uniqueItems" in line and "#/properties/tags" in line for line in warned), err
+    assert any("maxLenght" in line and "maxLength" in line for line in warned), err
+    assert not any("sys.exit" in line or "Warning:" in line.split("warning:", 1)[0] for line in err), err
