@@ -233,6 +233,7 @@ class _ParseTable:
         self.start_state: int = pt.start_states[start]
         self.end_state: int = pt.end_states[start]
         self.actions: dict[int, dict[str, tuple]] = {}
+        longest = 0
         for s, acts in pt.states.items():
             d: dict[str, tuple] = {}
             for sym, (act, arg) in acts.items():
@@ -240,7 +241,9 @@ class _ParseTable:
                     d[sym] = ("s", arg)
                 else:
                     d[sym] = ("r", len(arg.expansion), arg.origin.name)
+                    longest = max(longest, len(arg.expansion))
             self.actions[s] = d
+        self.longest_rule = longest  # the most states a reduction pops
 
 
 class CompiledGrammar:
@@ -1751,9 +1754,9 @@ class CompiledGrammar:
     def _truncated_base(self) -> Stack:
         """The sentinel stack under a suffix: :data:`TRUNCATED` states, one more than the longest rule,
         so that no reduction pops past it unread."""
-        longest = self.__dict__.get("_longest_rule")
-        if longest is None:
-            longest = self._longest_rule = max(
+        longest = getattr(self.table, "longest_rule", None)
+        if longest is None:  # (a table from a cache written before it was kept)
+            longest = self.table.longest_rule = max(
                 (a[1] for acts in self.table.actions.values() for a in acts.values() if a[0] == "r"), default=0)
         s = -1
         for _ in range(longest + 1):
