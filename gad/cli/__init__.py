@@ -18,7 +18,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from gad.cli import accept_stats, sample
 from gad.cli import eval as eval_cmd
@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with _one_line_warnings(args.command), torch_threads(args.threads or None):
+        # (--threads 0 leaves torch alone, not even imported: a toy model's run never loads it)
+        with _one_line_warnings(args.command), torch_threads(args.threads) if args.threads else nullcontext():
             return int(_COMMANDS[args.command].run(args) or 0)
     except GadError as exc:
         print(f"gad {args.command}: error: {exc}", file=sys.stderr)

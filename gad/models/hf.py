@@ -44,15 +44,13 @@ def torch_threads(n: int | None = None) -> Iterator[None]:
     Raises:
         InvalidArgumentError: ``n`` < 1.
     """
-    if n is None:  # (torch not imported: a toy model's run never loads it)
-        yield
-        return
-    if n < 1:
-        raise InvalidArgumentError(f"torch threads must be >= 1, got {n}")
     import torch
 
+    if n is not None and n < 1:
+        raise InvalidArgumentError(f"torch threads must be >= 1, got {n}")
     saved = torch.get_num_threads()
-    torch.set_num_threads(n)
+    if n is not None:
+        torch.set_num_threads(n)
     try:
         yield
     finally:
