@@ -919,3 +919,25 @@ def test_strings_holding_a_quote_agree_with_jsonschema(schema, values):
     pattern holding ``"``) is written so that Lark reads it back as written (``\\x22``): Lark's escaping
     turned ``\\\\"`` into a bare quote, and such values were never accepted."""
     agree_with_jsonschema(schema, values)
+
+
+def test_a_single_string_value_is_a_literal_terminal(smollm2_tokenizer) -> None:
+    """A const or a one-string enum is the literal terminal ``"X"`` (not ``"(?:X)"``): the lexer reads it as
+    a literal and builds its context straight from its bytes; an enum of several strings stays a word set.
+    The masks stay exact (the instances below, token by token)."""
+    from gad.engine.lexer import TerminalAutomaton
+
+    schema = {"type": "object", "properties": {"kind": {"const": "Role"}, "v": {"enum": ["a.b"]},
+                                               "w": {"enum": ["x", "y"]}}, "required": ["kind", "v", "w"]}
+    sg = convert(schema)
+    defs = dict(line.split(": ", 1) for line in sg.lark_text.splitlines() if line.startswith("S_"))
+    by_regex = {rx.strip("/"): name for name, rx in defs.items()}
+    assert {'"Role"', '"a\\.b"', '"(?:x|y)"'} <= set(by_regex), defs
+    assert TerminalAutomaton.build(by_regex['"Role"'], '"Role"').chain() is not None
+    assert TerminalAutomaton.build(by_regex['"a\\.b"'], '"a\\.b"').chain() is not None
+    cg = gad.compile(Grammar.from_json_schema(schema), smollm2_tokenizer, cache_dir=False)
+    for text, ok in (('{"kind":"Role","v":"a.b","w":"y"}', True), ('{"kind":"Rolf","v":"a.b","w":"y"}', False),
+                     ('{"kind":"Role","v":"axb","w":"x"}', False)):
+        m = cg.matcher()
+        accepted = all(m.mask()[t] and m.accept_token(t) for t in smollm2_tokenizer.encode(text, add_special_tokens=False))
+        assert (accepted and m.is_accepting()) == ok, text
