@@ -173,7 +173,7 @@ from gad.grammar.automata import (
     fsm_regex,
     greedy_regex,
     int_range_of,
-    literal_text,
+    literal_words,
     minimize,
     note_int_range,
     note_not_words,
@@ -1872,7 +1872,8 @@ class _Gen:
         elif p.string == "*":
             alts.append(self.term(JSON_STRING, "S"))
         elif p.string is not None:
-            alts.extend(self.term(f'"{_ungrouped(c)}"', "S") for c in self.word_chunks.get(p.string, (p.string,)))
+            for c in self.word_chunks.get(p.string, (p.string,)):
+                alts.extend(self.term(t, "S") for t in _string_terminals(c))
         if p.number is not None:
             alts.append(self.term(p.number, "N"))
         for lit in sorted(p.lits):
@@ -3705,14 +3706,24 @@ def _intersect_content(regexes: list[Any], quick: bool = False) -> tuple[bool, s
         return False, None
 
 
-def _ungrouped(content: str) -> str:
-    """String content ``(?:X)`` written ``X`` when ``X`` is a literal (:func:`literal_text`: a const or an
-    enum of one string): its terminal ``"X"`` is then a literal to the lexer, whose context of that one
-    terminal is built straight from its bytes (~0.1 ms) instead of by the product of a word automaton
-    (~0.5-0.7 ms in the first mask that reaches it).  Any other content as it is."""
-    if content.startswith("(?:") and content.endswith(")") and literal_text(content[3:-1]) is not None:
-        return content[3:-1]
-    return content
+def _string_terminals(content: str) -> list[str]:
+    """The terminals of a string value whose content regex is ``content``: one literal terminal per
+    string where ``"content"`` is a finite set of at most :data:`_ENUM_LITERALS_MAX` literals
+    (:func:`literal_words`: a const, an enum of strings), else the one terminal ``"content"``.
+
+    A context of literals is built by the lexer as their trie (``LexerDFA._build_trie``, ~0.1 ms) or,
+    for one, straight from its bytes; the word-set terminal ``"(?:A|B|...)"`` was a word automaton
+    built by the compiled product in the first mask that reached it (~0.2-3 ms).  The words are
+    prefix-free (each ends at its closing quote), so the literals never compete in the lexer."""
+    words = literal_words(f'"{content}"')
+    if words is not None and len(words) <= _ENUM_LITERALS_MAX:
+        return [_rx_lit(w) for w in words]
+    return [f'"{content}"']
+
+
+#: an enum of more strings stays one word-set terminal (a context of more than 62 terminals is built
+#: by the lexer's Python builder; the rest of the context needs room)
+_ENUM_LITERALS_MAX = 48
 
 
 def _meet_of(parts: list[str]) -> tuple[bool, _Meet | None]:

@@ -921,23 +921,35 @@ def test_strings_holding_a_quote_agree_with_jsonschema(schema, values):
     agree_with_jsonschema(schema, values)
 
 
-def test_a_single_string_value_is_a_literal_terminal(smollm2_tokenizer) -> None:
-    """A const or a one-string enum is the literal terminal ``"X"`` (not ``"(?:X)"``): the lexer reads it as
-    a literal and builds its context straight from its bytes; an enum of several strings stays a word set.
-    The masks stay exact (the instances below, token by token)."""
+def test_string_values_are_literal_terminals(smollm2_tokenizer) -> None:
+    """A const or an enum of a few strings is one literal terminal ``"X"`` per string (not ``"(?:X|Y)"``):
+    the lexer reads each as a literal and builds the value's context from its bytes or as the trie of
+    the literals; an enum of more than ``_ENUM_LITERALS_MAX`` strings stays one word-set terminal.  The
+    masks stay exact (the instances below, token by token)."""
     from gad.engine.lexer import TerminalAutomaton
+    from gad.grammar.json_schema import _ENUM_LITERALS_MAX
 
+    many = [f"w{i}" for i in range(_ENUM_LITERALS_MAX + 1)]
     schema = {"type": "object", "properties": {"kind": {"const": "Role"}, "v": {"enum": ["a.b"]},
-                                               "w": {"enum": ["x", "y"]}}, "required": ["kind", "v", "w"]}
+                                               "w": {"enum": ["x", "y", ""]}, "z": {"enum": many}},
+              "required": ["kind", "v", "w"]}
     sg = convert(schema)
     defs = dict(line.split(": ", 1) for line in sg.lark_text.splitlines() if line.startswith("S_"))
     by_regex = {rx.strip("/"): name for name, rx in defs.items()}
-    assert {'"Role"', '"a\\.b"', '"(?:x|y)"'} <= set(by_regex), defs
-    assert TerminalAutomaton.build(by_regex['"Role"'], '"Role"').chain() is not None
-    assert TerminalAutomaton.build(by_regex['"a\\.b"'], '"a\\.b"').chain() is not None
+    assert {'"Role"', '"a\\.b"', '"x"', '"y"', '""', '"(?:' + "|".join(many) + ')"'} <= set(by_regex), defs
+    assert not any(rx.startswith('"(?:x') for rx in by_regex), defs
+    for rx in ('"Role"', '"a\\.b"', '"x"', '""'):
+        assert TerminalAutomaton.build(by_regex[rx], rx).chain() is not None, rx
     cg = gad.compile(Grammar.from_json_schema(schema), smollm2_tokenizer, cache_dir=False)
+    m = cg.matcher()
+    assert m.accept_bytes(b'{"kind":"Role","v":"a.b","w":"')
+    stack, d = m.state
+    dfa = cg.ctx(cg.state_ctx[cg.top(stack)])
+    assert len(dfa.terms) == 3 and dfa._trie_shape() is not None  # (built as the literals' trie)
     for text, ok in (('{"kind":"Role","v":"a.b","w":"y"}', True), ('{"kind":"Rolf","v":"a.b","w":"y"}', False),
-                     ('{"kind":"Role","v":"axb","w":"x"}', False)):
+                     ('{"kind":"Role","v":"axb","w":"x"}', False), ('{"kind":"Role","v":"a.b","w":""}', True),
+                     ('{"kind":"Role","v":"a.b","w":"xy"}', False), ('{"kind":"Role","v":"a.b","w":"x","z":"w48"}', True),
+                     ('{"kind":"Role","v":"a.b","w":"x","z":"w49"}', False)):
         m = cg.matcher()
         accepted = all(m.mask()[t] and m.accept_token(t) for t in smollm2_tokenizer.encode(text, add_special_tokens=False))
         assert (accepted and m.is_accepting()) == ok, text
