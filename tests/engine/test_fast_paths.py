@@ -152,6 +152,33 @@ def test_level_walks_of_the_vocabulary_equal_scalar_walks(which: str, walks: str
     assert (dense_walks > 0) == (walks == "compiled")
 
 
+@pytest.mark.skipif(not kernels.ENABLED, reason="the compiled walks are off (GAD_KERNELS=0 or no numba)")
+def test_flat_vocabulary_walk_equals_the_walk_by_first_byte(smollm2_tokenizer) -> None:
+    """The whole-vocabulary walk in flat passes over every trie node (``kernels._trie_walk_all``, taken
+    where nearly every first byte is live: inside a string) returns the same arrays, in the same order,
+    as the walk of the live first bytes' subtrees, from every state of json.lark's and a schema's
+    contexts, wide or not; and the default picks it inside a string."""
+    picked = 0
+    for cg in (_compiled("json", smollm2_tokenizer),
+               gad.compile(Grammar.from_json_schema(BOUNDED), smollm2_tokenizer, cache_dir=False, warm=False)):
+        nodes = cg._trie().nodes(cg.vocab_size)
+        for cid in range(len(cg._ctx_specs)):
+            dfa = cg.ctx(cid)
+            for d in _states(cg, cid, 8):
+                by_byte = kernels.walk_vocabulary(dfa, d, nodes, cg._dense_min, flat=False)
+                flat = kernels.walk_vocabulary(dfa, d, nodes, cg._dense_min, flat=True)
+                for a, b in zip(by_byte, flat):
+                    if isinstance(a, dict):
+                        assert list(a) == list(b) and all(np.array_equal(a[f][i], b[f][i]) for f in a for i in (0, 1))
+                    elif isinstance(a, np.ndarray):
+                        assert np.array_equal(a, b), (cid, d)
+                    else:
+                        assert a == b, (cid, d)
+                live = np.flatnonzero(dfa.table[d])
+                picked += int(nodes.pos_fb[live + 1].sum() - nodes.pos_fb[live].sum()) * 8 > nodes.ids.size * 7
+    assert picked >= 2
+
+
 UNIFORM = {"type": "object", "properties": {
     "short": {"type": "string", "maxLength": 5}, "long": {"type": "string", "maxLength": 70},
     "exact": {"type": "string", "minLength": 90, "maxLength": 90}, "free": {"type": "string"},
