@@ -46,10 +46,16 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
+#: ``--gad-warm`` -> ``gad.compile``'s ``warm=``: the default for schemas (None: every lexer automaton
+#: built by compile, token walks on demand), lazy (False: automata on demand too), automata (the
+#: default, named), all (True: automata and start-state walks)
+WARM: dict[str, bool | str | None] = {"default": None, "lazy": False, "automata": "automata", "all": True}
+
+
 class GadEngine:
     name = "gad"
 
-    def __init__(self, tok: Any, warm: str = "lazy") -> None:
+    def __init__(self, tok: Any, warm: str = "default") -> None:
         import gad
         from gad.engine import kernels
         from gad.engine.vocab import Vocabulary
@@ -58,8 +64,8 @@ class GadEngine:
         self.gad, self.Grammar = gad, Grammar
         self.vocab = Vocabulary.from_tokenizer(tok)
         self.eos = self.vocab.eos_ids[0]
-        self.warm: bool | str | None = {"lazy": None, "automata": "automata", "all": True}[warm]
-        if warm != "lazy":
+        self.warm: bool | str | None = WARM[warm]
+        if warm != "default":
             self.name = f"gad (warm={warm})"
         # process start-up, as the peers' tokenizer set-up: the compiled walks loaded (numba's cache),
         # the vocabulary's byte tables and trie built (by a regex grammar no schema shares a context with)
@@ -171,10 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the per-engine summary as JSON here")
     ap.add_argument("--no-gc-freeze", action="store_true",
                     help="leave the start-up heap to Python's collector (default: gc.freeze() it after set-up)")
-    ap.add_argument("--gad-warm", choices=["lazy", "automata", "all"], default="lazy",
-                    help="gad.compile's warm= for the schemas: lazy (the default for schemas: None), "
-                         "automata (every lexer automaton built by compile) or all (True: automata and "
-                         "start-state walks, no disk cache) (default: %(default)s)")
+    ap.add_argument("--gad-warm", choices=list(WARM), default="default",
+                    help="gad.compile's warm= for the schemas: default (None: for schemas, every lexer "
+                         "automaton built by compile, token walks on demand), lazy (False: automata on "
+                         "demand too), automata, or all (True: automata and start-state walks, no disk "
+                         "cache) (default: %(default)s)")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         print(f"MaskBench folder not found: {args.data}", file=sys.stderr)

@@ -18,7 +18,7 @@ build of one literal, the Python builder) and so are the root walks (by path: a 
 trie, a trie search, a walk derived from a reference state, one translated from another automaton's,
 a uniform walk, the choice of a projection).
 
-    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm lazy] [--thresholds-us 340 1000] [--fine]
+    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm default] [--thresholds-us 340 1000] [--fine]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_schema import DEFAULT_DATA, GadEngine  # noqa: E402
+from bench_schema import DEFAULT_DATA, WARM, GadEngine  # noqa: E402
 
 
 class PartTimer:
@@ -105,7 +105,7 @@ def gad_engine(data: Path, warm: str) -> tuple[Any, GadEngine] | None:
 def main(argv: list[str] | None = None) -> int:
     ap = maskbench_parser(__doc__)
     ap.add_argument("--max-tests", type=int, default=4, help="tests per file, at most (default: %(default)s)")
-    ap.add_argument("--gad-warm", choices=["lazy", "automata", "all"], default="lazy",
+    ap.add_argument("--gad-warm", choices=list(WARM), default="default",
                     help="gad.compile's warm= for the schemas, as in bench_schema.py (default: %(default)s)")
     ap.add_argument("--thresholds-us", type=float, nargs="+", default=[340.0, 1000.0],
                     help="report the masks slower than each (default: %(default)s)")

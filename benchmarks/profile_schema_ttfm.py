@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--band", type=float, nargs=2, default=[35.0, 65.0],
                     help="percentiles of the time to first mask bounding the middle band (default: %(default)s)")
     args = ap.parse_args(argv)
-    set_up = gad_engine(args.data, "lazy")
+    set_up = gad_engine(args.data, "default")
     if set_up is None:
         return 2
     _, engine = set_up

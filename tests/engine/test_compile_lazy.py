@@ -1,5 +1,6 @@
-"""Per-request compile: grammars made from a schema or a regex compile lazily and share lexer automata
-and token walks across grammars; their masks equal an eager, private compile of the same grammar."""
+"""Per-request compile: grammars made from a schema or a regex build their lexer automata at compile
+and their token walks on demand (``warm=False``: automata on demand too), and share both across
+grammars; their masks equal an eager, private compile of the same grammar."""
 
 from __future__ import annotations
 
@@ -41,7 +42,10 @@ def test_schema_grammars_compile_lazily_and_share_walks(smollm2_tokenizer) -> No
         g = Grammar.from_json_schema(schema)
         assert g.per_request
         cg = gad.compile(g, tok, cache_dir=False)
-        assert cg._share and all(d is None for d in cg._dfas)          # nothing built before a mask
+        used = set(cg.state_ctx.values())
+        assert cg._share and all(cg._dfas[c] is not None for c in used) and not cg._roots  # automata only
+        lazy_one = gad.compile(g, tok, cache_dir=False, warm=False)
+        assert lazy_one._share and all(d is None for d in lazy_one._dfas)  # nothing built before a mask
         ids = tok.encode(json.dumps(value, separators=(",", ":"), ensure_ascii=False), add_special_tokens=False)
         eager = gad.compile(g, tok, cache_dir=False, warm=True)
         assert not eager._share
@@ -105,8 +109,9 @@ def test_a_name_with_another_pattern_gets_a_private_automaton(smollm2_tokenizer)
 
 
 def test_automata_built_up_front_give_the_same_masks(smollm2_tokenizer) -> None:
-    """``warm="automata"``: every context's lexer automaton is built by compile (no token walk), and
-    the masks along a record equal the lazy compile's; other values of ``warm`` are refused."""
+    """``warm="automata"`` (the default for schemas): every context's lexer automaton is built by
+    compile (no token walk), and the masks along a record equal the lazy compile's (``warm=False``);
+    other values of ``warm`` are refused."""
     tok = smollm2_tokenizer
     schema, value = RECORDS[0]
     g = Grammar.from_json_schema(schema)
@@ -114,7 +119,8 @@ def test_automata_built_up_front_give_the_same_masks(smollm2_tokenizer) -> None:
     used = set(cg.state_ctx.values())
     assert all(cg._dfas[c] is not None for c in used) and not cg._roots   # automata only
     ids = tok.encode(json.dumps(value, separators=(",", ":"), ensure_ascii=False), add_special_tokens=False)
-    lazy = gad.compile(g, tok, cache_dir=False)
+    lazy = gad.compile(g, tok, cache_dir=False, warm=False)
+    assert all(d is None for d in lazy._dfas)
     assert all(np.array_equal(a, b) for a, b in zip(_masks_along(cg, ids), _masks_along(lazy, ids)))
     with pytest.raises(InvalidArgumentError, match="warm"):
         gad.compile(g, tok, cache_dir=False, warm="eager")
