@@ -18,7 +18,11 @@ build of one literal, the Python builder) and so are the root walks (by path: a 
 trie, a trie search, a walk derived from a reference state, one translated from another automaton's,
 a uniform walk, the choice of a projection).
 
-    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm default] [--thresholds-us 340 1000] [--fine]
+With ``--by-path`` the masks over each threshold are also grouped by what they did: the set of
+engine parts they entered among a lexer automaton build, the root walks' paths (``--fine``'s labels)
+and a child walk, each group with its count, mean time and mean time per part (the fifteen largest groups).
+
+    python benchmarks/profile_schema_tail.py [--step 8] [--gad-warm default] [--thresholds-us 340 1000] [--fine] [--by-path]
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ class PartTimer:
 
     def __init__(self) -> None:
         self.acc: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
         self.stack: list[list[Any]] = []
 
     def enter(self, label: str) -> None:
+        self.calls[label] = self.calls.get(label, 0) + 1
         self.stack.append([label, time.perf_counter(), 0.0])
 
     def leave(self) -> None:
@@ -111,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="report the masks slower than each (default: %(default)s)")
     ap.add_argument("--fine", action="store_true",
                     help="split the lexer automaton builds and the root walks into their parts (see above)")
+    ap.add_argument("--by-path", action="store_true",
+                    help="group the slow masks by the builds and walks they ran (implies --fine; see above)")
     args = ap.parse_args(argv)
+    args.fine = args.fine or args.by_path
     set_up = gad_engine(args.data, args.gad_warm)
     if set_up is None:
         return 2
@@ -161,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     gc.callbacks.append(timer.gc_callback)
     masks: list[tuple[float, dict[str, float]]] = []
+    paths: list[frozenset[str]] = []  # per mask: the builds and walks it entered (--by-path)
     for f in sorted(args.data.glob("*.json"))[:: args.step]:
         d = json.loads(f.read_text())
         try:
@@ -184,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                 in_mask[0] = False
                 timer.leave()
                 masks.append((dt, dict(timer.acc)))
+                paths.append(frozenset(k for k in timer.calls
+                                       if k.startswith("root:") or k in ("lexer automaton build", "child walk")))
+                timer.calls.clear()
                 if not engine.accept(m, i):
                     break
     gc.callbacks.remove(timer.gc_callback)
@@ -199,6 +212,19 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(dt for dt, _ in sel) or 1.0
         share = {k: sum(p.get(k, 0.0) for _, p in sel) / total for k in labels}
         print(f"| {thr:,.0f} µs | {len(sel):,} | {total:.2f} | " + " | ".join(f"{share[k]:.0%}" for k in labels) + " |")
+    if args.by_path:
+        for thr in args.thresholds_us:
+            groups: dict[frozenset[str], list[int]] = {}
+            for k, (dt, _) in enumerate(masks):
+                if dt > thr * 1e-6:
+                    groups.setdefault(paths[k], []).append(k)
+            print(f"\nmasks over {thr:,.0f} µs by what they ran (count, mean µs: the parts' mean µs):")
+            for path, ks in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:15]:
+                mean = {lab: sum(masks[k][1].get(lab, 0.0) for k in ks) / len(ks) for lab in labels}
+                top = sorted(((v, lab) for lab, v in mean.items() if v > 5e-6), reverse=True)[:8]
+                print(f"  {len(ks):5,} {1e6 * sum(masks[k][0] for k in ks) / len(ks):7,.0f}  "
+                      f"{' + '.join(sorted(path)) or '(no build or walk)'}: "
+                      + ", ".join(f"{lab} {1e6 * v:,.0f}" for v, lab in top))
     # a rank statistic: a few very slow masks weigh in the shares above but not in the p99; this is
     # the p99 each part leaves behind (every mask's time less that part's)
     from gad.engine import compiler as _compiler
