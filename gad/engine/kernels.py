@@ -216,10 +216,23 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
         s_sorted = out_s[:ne][order]
         out_t[:ne] = t_sorted
         out_s[:ne] = s_sorted
+    return ne, _fork_pass(st, live, cont_fb, cont, fork_id, ok_byte, cont_depth, mid, hi, ids, cols, gf, gt, go)
+
+
+@_jit
+def _fork_pass(st: np.ndarray, live: np.ndarray, cont_fb: np.ndarray, cont: np.ndarray, fork_id: np.ndarray,
+               ok_byte: np.ndarray, cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, ids: np.ndarray,
+               cols: np.ndarray, gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> int:  # pragma: no cover - compiled
+    # a trie walk's last pass: the nodes tokens go on past, below the first bytes ``live``, depth by
+    # depth (breadth-first order); at a node whose state has a fork, its tokens going on pass it,
+    # unless their next byte fires the fork's guard.  Returns the count of fork entries written.  With
+    # every first byte live, the ranges are all of ``cont`` in order: one range.
     ng = 0
-    for k in range(cont_fb.shape[0]):
-        for b in live:
-            for j in range(cont_fb[k, b], cont_fb[k, b + 1]):
+    whole = live.size == 256
+    for k in range(1 if whole else cont_fb.shape[0]):
+        for bi in range(1 if whole else live.size):
+            lo, up = (0, cont.size) if whole else (cont_fb[k, live[bi]], cont_fb[k, live[bi] + 1])
+            for j in range(lo, up):
                 s = st[cont[j]]
                 if s == 0:
                     continue
@@ -232,20 +245,23 @@ def _trie_walk(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: in
                             gt[ng] = ids[a]
                             go[ng] = k1
                             ng += 1
-    return ne, ng
+    return ng
+
+
+_ALL_BYTES = np.arange(256, dtype=np.int64)  # (every first byte: _trie_walk_all's fork pass)
 
 
 @_jit
 def _trie_walk_all(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d: int,
                    byte: np.ndarray, parent: np.ndarray, n_top: int, tok_node: np.ndarray, cont: np.ndarray,
-                   cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, ids: np.ndarray, cols: np.ndarray,
+                   cont_fb: np.ndarray, cont_depth: np.ndarray, mid: np.ndarray, hi: np.ndarray, ids: np.ndarray, cols: np.ndarray,
                    st: np.ndarray, dense: np.ndarray, seen: np.ndarray,
                    gf: np.ndarray, gt: np.ndarray, go: np.ndarray) -> tuple[int, int]:  # pragma: no cover - compiled
     # _trie_walk when most first bytes are live: three flat passes over every node, every token id
     # and every node tokens go on past, without the per-(depth, first byte) ranges.  A dead first
     # byte's subtree walks the dead state's row (all 0): its nodes stay dead, at the cost of a few
-    # nodes' work.  Same ends, same fork entries in the same order (``cont`` is in breadth-first order,
-    # which is (depth, first byte) order).
+    # nodes' work.  Same ends, same fork entries in the same order (the last pass is _trie_walk's over
+    # every first byte).
     m = byte.size
     d8 = d << 8
     for i in range(n_top):
@@ -259,21 +275,7 @@ def _trie_walk_all(flat: np.ndarray, fork_id: np.ndarray, ok_byte: np.ndarray, d
         dense[t] = v
         seen[v] = True
         ne += v != 0
-    ng = 0
-    for j in range(cont.size):
-        s = st[cont[j]]
-        if s == 0:
-            continue
-        f = fork_id[s]
-        if f >= 0:
-            k1 = cont_depth[j] + 1
-            for a in range(mid[j], hi[j]):
-                if ok_byte[f, cols[k1, a]]:
-                    gf[ng] = f
-                    gt[ng] = ids[a]
-                    go[ng] = k1
-                    ng += 1
-    return ne, ng
+    return ne, _fork_pass(st, _ALL_BYTES, cont_fb, cont, fork_id, ok_byte, cont_depth, mid, hi, ids, cols, gf, gt, go)
 
 
 @_jit
@@ -346,7 +348,7 @@ def walk_vocabulary(dfa: Any, d: int, nodes: TrieNodes, dense_over: int, flat: b
     if flat if flat is not None else n_live * 8 > nodes.ids.size * 7:  # nearly every subtree: flat passes
         dense = np.empty(nodes.tok_node.size, dtype=np.int32)
         ne, ng = _trie_walk_all(dfa.flat_table, dfa.fork_id, dfa.fork_ok, d, nodes.byte, nodes.parent32,
-                                int(nodes.node_fb[0, 256]), nodes.tok_node32, nodes.cont, nodes.cont_depth,
+                                int(nodes.node_fb[0, 256]), nodes.tok_node32, nodes.cont, nodes.cont_fb, nodes.cont_depth,
                                 nodes.mid, nodes.hi, nodes.ids, nodes.cols, st, dense, seen, gf, gt, go)
     else:
         dense = np.zeros(nodes.tok_node.size if n_live > dense_over else 1, dtype=np.int32)
@@ -1527,7 +1529,7 @@ def load() -> None:
                np.full(1, -1, dtype=np.int64), fb, i32, np.zeros(257, dtype=np.int64), i64, i64, fb, i32, i32,
                i32, cols, np.zeros(2, dtype=np.int32), i32.copy(), i32.copy(), i32.copy(), np.zeros(2, dtype=bool),
                i32.copy(), i32.copy(), i32.copy())
-    _trie_walk_all(flat, i32, ok, 1, np.zeros(1, dtype=np.uint8), i32, 1, i32, i64, i32, i32, i32, i32, cols,
+    _trie_walk_all(flat, i32, ok, 1, np.zeros(1, dtype=np.uint8), i32, 1, i32, i64, fb, i32, i32, i32, i32, cols,
                    np.zeros(2, dtype=np.int32), i32.copy(), np.zeros(2, dtype=bool), i32.copy(), i32.copy(), i32.copy())
     mat = np.zeros((1, 1), dtype=np.uint8)
     lens = np.ones(1, dtype=np.int32)
