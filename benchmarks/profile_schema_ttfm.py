@@ -12,7 +12,10 @@ mask; "rest" is what ``start`` spends outside them.  Prints the time to first ma
 schemas (the 35th to 65th percentile of the time to first mask: what a typical schema pays) and over
 all of them (where the large schemas weigh).  The timers add a few µs per call: read the shares.
 
-    python benchmarks/profile_schema_ttfm.py [--step 8] [--band 35 65]
+    python benchmarks/profile_schema_ttfm.py [--step 8] [--band 35 65] [--slowest 5]
+
+``--slowest N`` also prints the N slowest schemas (the time to first mask's p99 region), each with its
+file, its time and its largest parts.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = maskbench_parser(__doc__)
     ap.add_argument("--band", type=float, nargs=2, default=[35.0, 65.0],
                     help="percentiles of the time to first mask bounding the middle band (default: %(default)s)")
+    ap.add_argument("--slowest", type=int, default=0, help="print the N slowest schemas' parts (default: none)")
     args = ap.parse_args(argv)
     set_up = gad_engine(args.data, "default")
     if set_up is None:
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     rows: list[tuple[float, dict[str, float]]] = []
+    names: list[str] = []
     for f in sorted(args.data.glob("*.json"))[:: args.step]:
         schema = json.loads(f.read_text())["schema"]
         timer.acc.clear()
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         dt = time.perf_counter() - t0
         timer.leave()
         rows.append((dt, dict(timer.acc)))
+        names.append(f.name)
     times = np.asarray([dt for dt, _ in rows])
     lo, hi = np.percentile(times, args.band)
     band = [parts for dt, parts in rows if lo <= dt <= hi]
@@ -88,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     for k in labels:
         print(f"| {k} | {1e3 * np.mean([p.get(k, 0.0) for p in band]):.2f} | "
               f"{1e3 * np.mean([p.get(k, 0.0) for _, p in rows]):.2f} |")
+    for k in np.argsort(-times)[: args.slowest]:
+        dt, parts = rows[k]
+        top = sorted(parts.items(), key=lambda kv: -kv[1])[:5]
+        print(f"{names[k]}: {1e3 * dt:,.0f} ms; " + ", ".join(f"{lab} {1e3 * v:,.0f}" for lab, v in top))
     return 0
 
 

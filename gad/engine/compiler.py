@@ -41,6 +41,7 @@ from gad.engine.matcher import Matcher
 from gad.engine.vocab import Vocabulary
 from gad.errors import GadError, InvalidArgumentError
 from gad.fileio import default_cache_root
+from gad.gcpause import paused_gc
 from gad.grammar.automata import literal_text
 from gad.grammar.loader import Grammar
 from gad.grammar.tables import ParserTables
@@ -2034,6 +2035,13 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
     """
     if warm not in (None, True, False, "automata"):
         raise InvalidArgumentError(f"warm must be None, True, False or 'automata', not {warm!r}")
+    with paused_gc():  # (the tables, the automata: see gad.gcpause)
+        return _compile(grammar, tokenizer, cache_dir, vocab_size, eos_ids, warm)
+
+
+def _compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | bool, vocab_size: int | None,
+             eos_ids: Sequence[int] | None, warm: bool | str | None) -> CompiledGrammar:
+    """:func:`compile`, its arguments checked."""
     tables, gobj, start = _tables_of(grammar)
     vocab = Vocabulary.from_tokenizer(tokenizer, vocab_size=vocab_size, eos_ids=eos_ids)
     if warm is None:

@@ -160,6 +160,7 @@ from gad.errors import (
     SchemaKeywordWarning,
     UnsupportedSchemaError,
 )
+from gad.gcpause import paused_gc
 from gad.grammar.automata import (
     MAX_CONTEXT_STATES,
     MAX_DEFINITIONS,
@@ -4284,40 +4285,41 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
     for name, flag in (("strict", strict), ("lenient", lenient)):
         if not isinstance(flag, bool):  # ("no" is truthy: a typo must not flip the meaning)
             raise InvalidArgumentError(f"{name} must be True or False, got {flag!r}")
-    root = load_schema(schema)
-    dead: frozenset[str] = frozenset()
-    split: dict[str, UnsupportedSchemaError | None] = {}
-    while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
-        gen = _Gen(root, whitespace, strict, lenient, dead, split)
-        try:
-            text = gen.run()
-        except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
-            split = {**split, e.pointer: e.first}
-            continue
-        except UnsupportedSchemaError as e:  # (named where the user wrote it)
-            more = set() if lenient else _pruned_when_lenient(root, whitespace, strict, dead, split) - dead
-            if more:  # the refusal may be one that knowing these empty places lifts: again, with them
-                dead |= more
+    with paused_gc():  # (a large schema's build: see gad.gcpause)
+        root = load_schema(schema)
+        dead: frozenset[str] = frozenset()
+        split: dict[str, UnsupportedSchemaError | None] = {}
+        while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
+            gen = _Gen(root, whitespace, strict, lenient, dead, split)
+            try:
+                text = gen.run()
+            except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
+                split = {**split, e.pointer: e.first}
                 continue
-            err = UnsupportedSchemaError(e.reason, pointer=gen.existing_place(gen.real_pointer(e.pointer, e.keyword),
-                                                                              e.keyword), keyword=e.keyword,
-                                         hint=LENIENT_HINT if not lenient and e.droppable else "")
-            err.droppable = e.droppable
-            raise err from None
-        more = gen.pruned_keys() - dead
-        if not more:
-            break
-        dead |= more
-    if gen.near_misses:
-        warnings.warn("JSON Schema keys that are no keyword, ignored as annotations (as validators do): " + "; ".join(
-            f"#{p} {k!r} (did you mean {m!r}?)" for (p, k), m in gen.near_misses.items()), SchemaKeywordWarning,
-            stacklevel=_user_level())
-    gen.dropped = gen.drops()
-    if gen.dropped:
-        warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
-                      + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=_user_level())
-    return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
-                         _root=gen.root_rule or "", _ws=bool(gen.ws),
-                         _float_kind=gen.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator),
-                         _float_nums=frozenset(gen.float_nums))
+            except UnsupportedSchemaError as e:  # (named where the user wrote it)
+                more = set() if lenient else _pruned_when_lenient(root, whitespace, strict, dead, split) - dead
+                if more:  # the refusal may be one that knowing these empty places lifts: again, with them
+                    dead |= more
+                    continue
+                err = UnsupportedSchemaError(e.reason, pointer=gen.existing_place(gen.real_pointer(e.pointer, e.keyword),
+                                                                                  e.keyword), keyword=e.keyword,
+                                             hint=LENIENT_HINT if not lenient and e.droppable else "")
+                err.droppable = e.droppable
+                raise err from None
+            more = gen.pruned_keys() - dead
+            if not more:
+                break
+            dead |= more
+        if gen.near_misses:
+            warnings.warn("JSON Schema keys that are no keyword, ignored as annotations (as validators do): " + "; ".join(
+                f"#{p} {k!r} (did you mean {m!r}?)" for (p, k), m in gen.near_misses.items()), SchemaKeywordWarning,
+                stacklevel=_user_level())
+        gen.dropped = gen.drops()
+        if gen.dropped:
+            warnings.warn("gad.json_schema dropped constraints it cannot express exactly (lenient=True): "
+                          + "; ".join(map(str, gen.dropped)), UserWarning, stacklevel=_user_level())
+        return SchemaGrammar(lark_text=text, dropped=tuple(gen.dropped), schema=root, _info=gen.info,
+                             _root=gen.root_rule or "", _ws=bool(gen.ws),
+                             _float_kind=gen.draft_class in (jsonschema.Draft3Validator, jsonschema.Draft4Validator),
+                             _float_nums=frozenset(gen.float_nums))
 
