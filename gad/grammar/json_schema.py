@@ -1189,8 +1189,13 @@ def _json_eq(a: Any, b: Any) -> bool:
 class _Gen:
     def __init__(self, root: Any, ws: str | int, strict: bool, lenient: bool,
                  dead: frozenset[str] = frozenset(),
-                 split: Mapping[str, UnsupportedSchemaError | None] = types.MappingProxyType({})) -> None:
+                 split: Mapping[str, UnsupportedSchemaError | None] = types.MappingProxyType({}),
+                 enum_literals: bool = True) -> None:
         self.root = root
+        # an enum of a few strings written as one literal terminal per string (_string_terminals), and
+        # how many terminals that added; convert builds again without it where it passes a limit
+        self.enum_literals = enum_literals
+        self.n_enum_literals = 0
         self.split = split  # split oneOfs whose branches as written make no union: pointer -> _SplitFirst.first
         # pointers of property schemas found to admit no value only once the grammar was pruned
         # (an object requiring a property it forbids): their names are banned from the start
@@ -1873,8 +1878,13 @@ class _Gen:
         elif p.string == "*":
             alts.append(self.term(JSON_STRING, "S"))
         elif p.string is not None:
-            for c in self.word_chunks.get(p.string, (p.string,)):
-                alts.extend(self.term(t, "S") for t in _string_terminals(c))
+            chunks = self.word_chunks.get(p.string)
+            if chunks is not None or not self.enum_literals:  # (a chunk of a large enum stays a word set)
+                alts.extend(self.term(t, "S") for c in chunks or (p.string,) for t in _string_terminals(c, 1))
+            else:
+                terms = _string_terminals(p.string, _ENUM_LITERALS_MAX)
+                self.n_enum_literals += len(terms) - 1
+                alts.extend(self.term(t, "S") for t in terms)
         if p.number is not None:
             alts.append(self.term(p.number, "N"))
         for lit in sorted(p.lits):
@@ -3450,6 +3460,9 @@ class _Gen:
             if tname in used:
                 lines.append(f'{tname}: "{lit}"')
         n_terms = sum(1 for tname, _rx in self.term_defs if tname.partition(".")[0] in used) + len(lines) - n_terms
+        if self.n_enum_literals and (n_terms > MAX_TERMINALS
+                                     or sum(1 for line in lines if not line.startswith("//")) > MAX_DEFINITIONS):
+            raise _EnumLiteralsOver
         if n_terms > MAX_TERMINALS:  # (refused here, where the schema's place can be named, not by the loader)
             ptr, n = _most_properties(self.root)
             err = UnsupportedSchemaError(
@@ -3707,24 +3720,32 @@ def _intersect_content(regexes: list[Any], quick: bool = False) -> tuple[bool, s
         return False, None
 
 
-def _string_terminals(content: str) -> list[str]:
+def _string_terminals(content: str, most: int) -> list[str]:
     """The terminals of a string value whose content regex is ``content``: one literal terminal per
-    string where ``"content"`` is a finite set of at most :data:`_ENUM_LITERALS_MAX` literals
-    (:func:`literal_words`: a const, an enum of strings), else the one terminal ``"content"``.
+    string where ``"content"`` is a finite set of at most ``most`` literals (:func:`literal_words`: a
+    const, an enum of strings), else the one terminal ``"content"``.
 
     A context of literals is built by the lexer as their trie (``LexerDFA._build_trie``, ~0.1 ms) or,
     for one, straight from its bytes; the word-set terminal ``"(?:A|B|...)"`` was a word automaton
     built by the compiled product in the first mask that reached it (~0.2-3 ms).  The words are
     prefix-free (each ends at its closing quote), so the literals never compete in the lexer."""
     words = literal_words(f'"{content}"')
-    if words is not None and len(words) <= _ENUM_LITERALS_MAX:
+    if words is not None and len(words) <= most:
         return [_rx_lit(w) for w in words]
     return [f'"{content}"']
 
 
 #: an enum of more strings stays one word-set terminal (a context of more than 62 terminals is built
-#: by the lexer's Python builder; the rest of the context needs room)
+#: by the lexer's Python builder; the rest of the context needs room), and so does each chunk of an
+#: enum too large for one terminal (:func:`_word_chunks`)
 _ENUM_LITERALS_MAX = 48
+
+
+class _EnumLiteralsOver(BaseException):
+    """The grammar with enums as literal terminals passes gad's limit on terminals or definitions:
+    :func:`convert` builds it again with each enum one terminal, as before those literals (a
+    BaseException, like :class:`_SplitFirst`: no ``except Exception`` on the way takes it for a
+    refusal)."""
 
 
 def _meet_of(parts: list[str]) -> tuple[bool, _Meet | None]:
@@ -4242,7 +4263,7 @@ def _pruned_when_lenient(root: Any, whitespace: str | int, strict: bool, dead: f
     admits no value, which banned is exact).  Sound: a lenient grammar is wider place by place, so
     what is empty there is empty in the exact one.  Empty where that pass fails too."""
     for _ in range(8):  # (each oneOf split restarts the pass; a few at most)
-        gen = _Gen(root, whitespace, strict, True, dead, split)
+        gen = _Gen(root, whitespace, strict, True, dead, split, enum_literals=False)  # (the language: the same)
         gen.probe = True
         try:
             with warnings.catch_warnings():
@@ -4289,12 +4310,16 @@ def convert(schema: Any, *, whitespace: str | int = "compact", strict: bool = Fa
         root = load_schema(schema)
         dead: frozenset[str] = frozenset()
         split: dict[str, UnsupportedSchemaError | None] = {}
+        enum_literals = True
         while True:  # again, with the properties pruning found empty banned (rare: at most a few passes)
-            gen = _Gen(root, whitespace, strict, lenient, dead, split)
+            gen = _Gen(root, whitespace, strict, lenient, dead, split, enum_literals)
             try:
                 text = gen.run()
             except _SplitFirst as e:  # again, building that oneOf split at once (one pass per such oneOf)
                 split = {**split, e.pointer: e.first}
+                continue
+            except _EnumLiteralsOver:  # again, each enum one terminal (within the limits where it was)
+                enum_literals = False
                 continue
             except UnsupportedSchemaError as e:  # (named where the user wrote it)
                 more = set() if lenient else _pruned_when_lenient(root, whitespace, strict, dead, split) - dead

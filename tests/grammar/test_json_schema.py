@@ -921,6 +921,30 @@ def test_strings_holding_a_quote_agree_with_jsonschema(schema, values):
     agree_with_jsonschema(schema, values)
 
 
+def test_enum_literals_never_cost_a_schema_its_grammar() -> None:
+    """Enums as literal terminals (one per string) must not refuse what one word-set terminal per enum
+    builds: past gad's limit of terminals the schema is built again with each enum one terminal (21
+    properties of 48 strings: 1,043 terminals as literals); an enum too large for one terminal, cut
+    into chunks, keeps its chunks as word sets (100 strings of 200 characters: 3 terminals, not 100
+    literals in one lexer context)."""
+    import random
+
+    many = {"type": "object", "properties": {f"p{i}": {"enum": [f"v{i}_{j}" for j in range(48)]} for i in range(21)}}
+    sg = convert(many)
+    assert "|v0_47)" in sg.lark_text and '/"v0_0"/' not in sg.lark_text
+    c = Checker(many)
+    assert c.accepts('{"p0":"v0_47","p20":"v20_0"}') and not c.accepts('{"p0":"v1_0"}')
+    few = convert({"type": "object", "properties": {f"p{i}": {"enum": [f"v{i}_{j}" for j in range(5)]}
+                                                     for i in range(10)}})
+    assert '/"v0_0"/' in few.lark_text  # (within the limits: literals)
+    rnd = random.Random(0)
+    words = ["".join(rnd.choice("abcdefghij") for _ in range(200)) for _ in range(100)]
+    long = convert({"enum": words})
+    assert sum(line.startswith("S_") for line in long.lark_text.splitlines()) == 3
+    c = Checker({"enum": words})
+    assert c.accepts(json.dumps(words[57])) and not c.accepts(json.dumps(words[57][:-1]))
+
+
 def test_string_values_are_literal_terminals(smollm2_tokenizer) -> None:
     """A const or an enum of a few strings is one literal terminal ``"X"`` per string (not ``"(?:X|Y)"``):
     the lexer reads each as a literal and builds the value's context from its bytes or as the trie of
