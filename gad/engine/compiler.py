@@ -2026,7 +2026,9 @@ def compile(grammar: Any, tokenizer: Any, cache_dir: str | os.PathLike | None | 
             Default (None): ``"automata"`` for grammars made per request (``Grammar.from_json_schema``,
             ``from_pydantic``, ``from_regex``), ``True`` otherwise.  Masks are the same either way.
             On MaskBench (``benchmarks/bench_schema.py --gad-warm``), ``"automata"`` against ``False``:
-            time to first mask p50 +0.45 ms (~3.2 against ~2.8 ms), per-mask p99 ~40% lower.
+            time to first mask p50 +0.3-0.9 ms (~4 against ~3.5 ms), per-mask p99 ~30-40% lower; a
+            schema of many contexts (many enums, many objects) pays several ms more at compile and
+            gets it back over its masks.
     Returns:
         a :class:`CompiledGrammar`; ``.matcher()`` gives per-request state.
     Raises:
