@@ -57,6 +57,7 @@ from gad.grammar.automata import (
     MAX_TERMINALS,
     AutomatonTooLarge,
     clip,
+    literal_text,
     regex_fsm,
 )
 from gad.grammar.lalr_sets import lark_uses_fast_sets
@@ -633,8 +634,12 @@ class Grammar:
                     "(lookarounds, back-references, anchors, atomic groups and possessive quantifiers are not "
                     "supported)",
                     **self._err_pos(t.name, source_text, positions))
-            if isinstance(t.pattern, PatternStr) and not t.pattern.flags and 0 < len(t.pattern.value) < MAX_TERMINAL_STATES:
-                fsms[t.name] = None  # (a literal: a chain of len + 1 states, not empty; none built)
+            lit = (t.pattern.value if isinstance(t.pattern, PatternStr) else literal_text(regexp)) \
+                if not t.pattern.flags else None
+            if lit is not None and 0 < len(lit) < MAX_TERMINAL_STATES:
+                # (a literal, or a regexp of one string such as a schema's enum value: a chain of len + 1
+                # states, not empty; none built)
+                fsms[t.name] = None
                 continue
             try:
                 fsms[t.name] = regex_fsm(regexp)

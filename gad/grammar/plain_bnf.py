@@ -27,9 +27,11 @@ from typing import Any
 from lark.common import LexerConf
 from lark.exceptions import LexError
 from lark.grammar import NonTerminal, Rule, Terminal
-from lark.lexer import TOKEN_DEFAULT_PRIORITY, PatternStr, TerminalDef, Token
+from lark.lexer import TOKEN_DEFAULT_PRIORITY, PatternRE, PatternStr, TerminalDef, Token
 from lark.load_grammar import Grammar as LarkGrammar
 from lark.load_grammar import _literal_to_pattern
+
+from gad.grammar.automata import literal_text
 
 _RULE_NAME = r"_?[a-z][_a-z0-9]*"  # Lark's RULE token without the ``!`` / ``?`` modifiers
 _TERM_NAME = r"_?[A-Z][_A-Z0-9]*"  # Lark's TERMINAL token
@@ -94,6 +96,8 @@ def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], 
     for t in terminals:
         if isinstance(t.pattern, PatternStr) and t.pattern.value:
             continue  # a literal's regexp is re.escape'd text: it compiles, and its width is its length
+        if not t.pattern.flags and not g_regex_flags and literal_text(t.pattern.value):
+            continue  # a regexp of one string (escapes of punctuation only): the same
         regexp = t.pattern.to_regexp()
         if (regexp, g_regex_flags) in _VALID:  # compiled and of positive width before
             continue
@@ -186,6 +190,9 @@ def compile_plain(text: str, start: Sequence[str]) -> tuple[list[TerminalDef], l
                     pattern = _literal_to_pattern(Token("STRING" if lit[0] == '"' else "REGEXP", lit))
                 except Exception:  # Lark's own messages for bad literals: let Lark raise them
                     return None
+                one = literal_text(pattern.value) if isinstance(pattern, PatternRE) and not pattern.flags else None
+                if one:  # a regexp of one string (a schema's enum value): its width, as sre would find it
+                    pattern._width = (len(one), len(one))
                 _remember(_PATTERNS, lit, pattern)
             term_defs[name] = TerminalDef(name, pattern, int(prio) if prio else TOKEN_DEFAULT_PRIORITY)
             continue
