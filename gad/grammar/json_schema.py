@@ -2461,7 +2461,9 @@ class _Gen:
                            f"its strings need more than {_MAX_WORD_CHUNKS} terminals of {_WORD_CHUNK_STATES:,} "
                            f"automaton states and {_WORD_CHUNK_CHARS:,} characters (gad's budget for one lexer "
                            "context)")
-                    self.unsupported(kw_ptr or ptr, "enum", why)
+                    at = kw_ptr or ptr  # (a const is flattened into an enum: named as the user wrote it)
+                    kw = "const" if self.names_keyword(at, "const") and not self.names_keyword(at, "enum") else "enum"
+                    self.unsupported(at, kw, why)
                     p.string = "*"
                 elif len(chunks) > 1:
                     self.word_chunks[p.string] = ["(?:" + "|".join(c) + ")" for c in chunks]

@@ -993,3 +993,14 @@ def test_string_values_are_literal_terminals(smollm2_tokenizer) -> None:
         m = cg.matcher()
         accepted = all(m.mask()[t] and m.accept_token(t) for t in smollm2_tokenizer.encode(text, add_special_tokens=False))
         assert (accepted and m.is_accepting()) == ok, text
+
+
+@pytest.mark.parametrize("kw", ["const", "enum"])
+def test_a_string_value_over_the_budget_is_refused_at_its_own_keyword(kw) -> None:
+    """A const too large for one terminal is refused naming ``const`` (gad reads a const as an enum of
+    one value, and named ``enum``), at its pointer; an enum the same way names ``enum``."""
+    value = "x" * 30000
+    node = {kw: value if kw == "const" else [value]}
+    with pytest.raises(UnsupportedSchemaError) as e:
+        convert({"type": "object", "properties": {"a": node}})
+    assert (e.value.keyword, e.value.pointer) == (kw, "/properties/a")
