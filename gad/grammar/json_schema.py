@@ -1879,10 +1879,10 @@ class _Gen:
             alts.append(self.term(JSON_STRING, "S"))
         elif p.string is not None:
             chunks = self.word_chunks.get(p.string)
-            if chunks is not None or not self.enum_literals:  # (a chunk of a large enum stays a word set)
-                alts.extend(self.term(t, "S") for c in chunks or (p.string,) for t in _string_terminals(c, 1))
-            else:
-                terms = _string_terminals(p.string, _ENUM_LITERALS_MAX)
+            # (a chunk of a large enum stays a word set; a const is a literal either way)
+            most = _ENUM_LITERALS_MAX if chunks is None and self.enum_literals else 1
+            for c in chunks or (p.string,):
+                terms = _string_terminals(c, most)
                 self.n_enum_literals += len(terms) - 1
                 alts.extend(self.term(t, "S") for t in terms)
         if p.number is not None:
@@ -3462,8 +3462,8 @@ class _Gen:
             if tname in used:
                 lines.append(f'{tname}: "{lit}"')
         n_terms = sum(1 for tname, _rx in self.term_defs if tname.partition(".")[0] in used) + len(lines) - n_terms
-        if self.n_enum_literals and (n_terms > MAX_TERMINALS
-                                     or sum(1 for line in lines if not line.startswith("//")) > MAX_DEFINITIONS):
+        n_defs = sum(1 for line in lines if not line.startswith("//"))
+        if self.n_enum_literals and (n_terms > MAX_TERMINALS or n_defs > MAX_DEFINITIONS):
             raise _EnumLiteralsOver
         if n_terms > MAX_TERMINALS:  # (refused here, where the schema's place can be named, not by the loader)
             ptr, n = _most_properties(self.root)
@@ -3472,7 +3472,6 @@ class _Gen:
                 f"more than gad's limit of {MAX_TERMINALS:,} for one grammar", pointer=ptr, keyword="properties")
             err.droppable = False  # (lenient has nothing to drop: the names are the schema)
             raise err
-        n_defs = sum(1 for line in lines if not line.startswith("//"))
         big = _largest_count(self.root) if n_defs > MAX_DEFINITIONS else None
         if big is not None:  # (refused here, at the count that makes the rules, not by the loader)
             ptr, kw, n = big

@@ -36,7 +36,7 @@ from lark import Lark
 from lark.common import LexerConf, ParserConf
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError, LexError, UnexpectedInput
-from lark.lexer import PatternStr, TerminalDef
+from lark.lexer import TerminalDef
 from lark.load_grammar import eval_escaping
 from lark.parsers.lalr_analysis import LALR_Analyzer
 from lark.utils import logger as lark_logger
@@ -57,11 +57,16 @@ from gad.grammar.automata import (
     MAX_TERMINALS,
     AutomatonTooLarge,
     clip,
-    literal_text,
     regex_fsm,
 )
 from gad.grammar.lalr_sets import lark_uses_fast_sets
-from gad.grammar.plain_bnf import PrebuiltGrammar, ValidatedLexerConf, compile_plain, validate_terminals
+from gad.grammar.plain_bnf import (
+    PrebuiltGrammar,
+    ValidatedLexerConf,
+    compile_plain,
+    pattern_literal,
+    validate_terminals,
+)
 from gad.grammar.tables import ParserTables, terminal_feature
 
 __all__ = ["Grammar"]
@@ -634,9 +639,8 @@ class Grammar:
                     "(lookarounds, back-references, anchors, atomic groups and possessive quantifiers are not "
                     "supported)",
                     **self._err_pos(t.name, source_text, positions))
-            lit = (t.pattern.value if isinstance(t.pattern, PatternStr) else literal_text(regexp)) \
-                if not t.pattern.flags else None
-            if lit is not None and 0 < len(lit) < MAX_TERMINAL_STATES:
+            lit = pattern_literal(t.pattern)
+            if lit is not None and len(lit) < MAX_TERMINAL_STATES:
                 # (a literal, or a regexp of one string such as a schema's enum value: a chain of len + 1
                 # states, not empty; none built)
                 fsms[t.name] = None

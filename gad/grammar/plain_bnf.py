@@ -86,6 +86,18 @@ class ValidatedLexerConf(LexerConf):
         self.skip_validation = True
 
 
+def pattern_literal(pattern: Any) -> str | None:
+    """The one string a Lark terminal pattern matches, when it has no flags and is a string literal
+    (``PatternStr``) or a regexp of one string (:func:`gad.grammar.automata.literal_text`: escapes of
+    punctuation only, such as a schema's enum value ``/"a\\.b"/``); else None (also for the empty
+    string).  Such a terminal compiles, is never empty, and its width is the string's length."""
+    if pattern.flags:
+        return None
+    if isinstance(pattern, PatternStr):
+        return pattern.value or None
+    return literal_text(pattern.value)
+
+
 def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], g_regex_flags: int = 0) -> None:
     """Lark's lexer checks (``lark.lexer.BasicLexer``), once per terminal, with Lark's messages.
 
@@ -96,7 +108,7 @@ def validate_terminals(terminals: Sequence[TerminalDef], ignore: Sequence[str], 
     for t in terminals:
         if isinstance(t.pattern, PatternStr) and t.pattern.value:
             continue  # a literal's regexp is re.escape'd text: it compiles, and its width is its length
-        if not t.pattern.flags and not g_regex_flags and literal_text(t.pattern.value):
+        if not g_regex_flags and pattern_literal(t.pattern):
             continue  # a regexp of one string (escapes of punctuation only): the same
         regexp = t.pattern.to_regexp()
         if (regexp, g_regex_flags) in _VALID:  # compiled and of positive width before
@@ -190,7 +202,7 @@ def compile_plain(text: str, start: Sequence[str]) -> tuple[list[TerminalDef], l
                     pattern = _literal_to_pattern(Token("STRING" if lit[0] == '"' else "REGEXP", lit))
                 except Exception:  # Lark's own messages for bad literals: let Lark raise them
                     return None
-                one = literal_text(pattern.value) if isinstance(pattern, PatternRE) and not pattern.flags else None
+                one = pattern_literal(pattern) if isinstance(pattern, PatternRE) else None
                 if one:  # a regexp of one string (a schema's enum value): its width, as sre would find it
                     pattern._width = (len(one), len(one))
                 _remember(_PATTERNS, lit, pattern)
