@@ -4,9 +4,9 @@ Compiling a schema allocates tens of thousands of container objects (the convert
 rules and terminals, the LALR(1) table's dicts, lexer automata) that live as long as the compiled
 grammar. While they are made, every 700 allocations start a young collection, every tenth of those a
 collection of generation 1, and those that find the heap a quarter larger than at the last full
-collection start a full one, which walks every object the process holds (its caches included): on
-MaskBench's largest schemas, 40-80 ms of a compile were such collections, each one scanning the very
-structures being built. With the collector paused, the objects are counted and collected as usual once
+collection start a full one, which walks every object the process holds (its caches included), the
+very structures being built among them (``benchmarks/profile_schema_ttfm.py`` times them: up to 63 ms
+of a MaskBench schema's first mask). With the collector paused, the objects are counted and collected as usual once
 the build is over (the next allocation after it starts a young collection).
 
 :func:`paused_gc` is reentrant and thread-safe: nested or concurrent builds pause it once, and the
